@@ -1,0 +1,44 @@
+# Two entry points for a fresh machine with only Python: `make sweep` and `make test`.
+# Each creates .venv on first use and installs the pinned stack (constraints.txt).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STUDY ?= studies/gate_granularity.yaml
+# CPU machines: the CPU build of torch (pip finds it on this machine's disk or on PyPI's CPU index).
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: install test test-all lint format sweep smoke mlflow-ui clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q "$(TORCH_SPEC)" -c constraints.txt
+	$(PY) -m pip install -q -e ".[dev]" -c constraints.txt
+	touch $@
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+test: lint
+	$(PY) -m pytest -q
+
+test-all: lint
+	$(PY) -m pytest -q -m ""
+
+sweep: install
+	$(PY) -m sweeps.launch $(STUDY)
+
+smoke: install
+	$(PY) -m trainers.train trials/smoke.yaml
+
+mlflow-ui: install
+	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port 5000
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

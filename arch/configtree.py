@@ -1,0 +1,215 @@
+"""Typed config trees: frozen dataclasses parsed strictly from plain mappings.
+
+Every config in the project (model, trainer, study) is a tree of frozen dataclasses.
+`parse` turns a plain mapping (from YAML) into that tree and refuses anything it does not
+know, naming the full key path, what was given and what is allowed; `dump` turns it back
+into a plain mapping so that `parse(dump(c)) == c`.
+
+Supported field types: bool, int, float, str, Literal[...], unions of those (Optional
+included), list[X], dict[str, X], Any, nested config dataclasses, and polymorphic configs
+(a class with a `resolve_variant(data, path)` classmethod picks the subclass, e.g. by `kind`).
+Range limits come from field metadata: `field(default=1, metadata={"ge": 1})`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal, Union
+
+_MISSING = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class Issue:
+    path: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.problem}" if self.path else self.problem
+
+
+class ConfigError(ValueError):
+    """One or more problems in a config; each names its full key path."""
+
+    def __init__(self, issues: list[Issue], source: str | None = None):
+        self.issues = list(issues)
+        self.source = source
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        prefix = f"{self.source}: " if self.source else ""
+        return "\n".join(prefix + str(issue) for issue in self.issues)
+
+    def with_source(self, source: str) -> ConfigError:
+        return ConfigError(self.issues, source)
+
+
+def join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+def choices(values) -> str:
+    return ", ".join(repr(v) if not isinstance(v, str) else v for v in values)
+
+
+def _type_name(tp) -> str:
+    if tp is type(None):
+        return "null"
+    if typing.get_origin(tp) is Literal:
+        return "one of " + choices(typing.get_args(tp))
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _is_union(tp) -> bool:
+    return typing.get_origin(tp) in (Union, types.UnionType)
+
+
+def _parse_value(tp, value, path: str, issues: list[Issue]):
+    """Returns the parsed value, or _MISSING after appending an Issue."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if value in allowed and type(value) in {type(a) for a in allowed}:
+            return value
+        issues.append(Issue(path, f"given {value!r}; allowed: {choices(allowed)}"))
+        return _MISSING
+    if _is_union(tp):
+        members = typing.get_args(tp)
+        for member in members:
+            trial: list[Issue] = []
+            parsed = _parse_value(member, value, path, trial)
+            if not trial:
+                return parsed
+        allowed = " or ".join(_type_name(m) for m in members)
+        issues.append(Issue(path, f"given {value!r}; allowed: {allowed}"))
+        return _MISSING
+    if tp is type(None):
+        if value is None:
+            return None
+        issues.append(Issue(path, f"given {value!r}; allowed: null"))
+        return _MISSING
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        issues.append(Issue(path, f"given {value!r}; allowed: true or false"))
+        return _MISSING
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        issues.append(Issue(path, f"given {value!r}; allowed: an integer"))
+        return _MISSING
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        issues.append(Issue(path, f"given {value!r}; allowed: a number"))
+        return _MISSING
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        issues.append(Issue(path, f"given {value!r}; allowed: a string"))
+        return _MISSING
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            issues.append(Issue(path, f"given {value!r}; allowed: a list"))
+            return _MISSING
+        (item_tp, *_) = typing.get_args(tp) or (Any,)
+        before = len(issues)
+        items = [_parse_value(item_tp, v, join(path, i), issues) for i, v in enumerate(value)]
+        return _MISSING if len(issues) > before else origin(items)
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            issues.append(Issue(path, f"given {value!r}; allowed: a mapping"))
+            return _MISSING
+        _, item_tp = typing.get_args(tp) or (str, Any)
+        before = len(issues)
+        out = {str(k): _parse_value(item_tp, v, join(path, str(k)), issues) for k, v in value.items()}
+        return _MISSING if len(issues) > before else out
+    if dataclasses.is_dataclass(tp):
+        return _parse_dataclass(tp, value, path, issues)
+    raise TypeError(f"configtree cannot parse fields of type {tp!r} (at {path})")
+
+
+def _parse_dataclass(cls, data, path: str, issues: list[Issue]):
+    if not isinstance(data, Mapping):
+        issues.append(Issue(path, f"given {data!r}; allowed: a mapping"))
+        return _MISSING
+    resolve = getattr(cls, "resolve_variant", None)
+    if resolve is not None:
+        variant = resolve(data, path, issues)
+        if variant is None:
+            return _MISSING
+        cls = variant
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints = typing.get_type_hints(cls)
+    before = len(issues)
+    for key in data:
+        if key not in fields:
+            issues.append(
+                Issue(join(path, str(key)), f"unknown key; allowed keys: {', '.join(fields)}")
+            )
+    kwargs = {}
+    for name, f in fields.items():
+        sub = join(path, name)
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                issues.append(Issue(sub, "required key is missing"))
+            continue
+        value = _parse_value(hints[name], data[name], sub, issues)
+        if value is _MISSING:
+            continue
+        _check_range(f, value, sub, issues)
+        kwargs[name] = value
+    if len(issues) > before:
+        return _MISSING
+    obj = cls(**kwargs)
+    check = getattr(obj, "check", None)
+    if check is not None:
+        issues.extend(check(path))
+    return obj if len(issues) == before else _MISSING
+
+
+_BOUNDS = {
+    "ge": (lambda v, b: v >= b, ">="),
+    "gt": (lambda v, b: v > b, ">"),
+    "le": (lambda v, b: v <= b, "<="),
+    "lt": (lambda v, b: v < b, "<"),
+}
+
+
+def _check_range(f: dataclasses.Field, value, path: str, issues: list[Issue]) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    for key, (ok, symbol) in _BOUNDS.items():
+        bound = f.metadata.get(key)
+        if bound is not None and not ok(value, bound):
+            issues.append(Issue(path, f"given {value!r}; allowed: a number {symbol} {bound}"))
+
+
+def parse(cls, data: Mapping, path: str = "", source: str | None = None):
+    """Parses `data` into the config dataclass `cls`; raises ConfigError listing every problem."""
+    issues: list[Issue] = []
+    obj = _parse_dataclass(cls, data, path, issues)
+    if issues:
+        raise ConfigError(issues, source)
+    return obj
+
+
+def dump(obj) -> Any:
+    """Plain-data form of a config tree (dicts, lists, scalars), field order kept."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: dump(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init}
+    if isinstance(obj, (list, tuple)):
+        return [dump(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {k: dump(v) for k, v in obj.items()}
+    return obj
+

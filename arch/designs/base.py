@@ -1,0 +1,136 @@
+"""The one interface every cross-layer residual design implements, and its registry.
+
+A design owns the residual stream from the embeddings to the final norm. The block never
+branches on the design: it asks the design for its attention and MLP inputs, lets it mix the
+values inside attention, and hands it each sublayer's output. Designs that carry state across
+layers (a tapped V, a history of block outputs, several streams) keep it in their `State`,
+which lives for one forward pass.
+
+    state = design.begin(h0)                        # h0 = token embeddings [B, T, D]
+    for layer i:
+        q_in, k_in, v_in = design.attn_inputs(i, state)     # un-normed [B, T, D] each
+        v' = design.mix_values(i, v, x_v, state)            # v: [B, T, N_kv, hd], x_v normed
+        design.add_attn(i, state, attn_out)
+        design.add_mlp(i, state, mlp(norm(design.mlp_input(i, state))))
+    h = design.end(state)                           # -> final norm -> head
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+from torch import nn
+
+from arch.configtree import Issue, choices, join
+
+if TYPE_CHECKING:
+    from arch.config import ModelConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class ResidualConfig:
+    """Base of every design's typed config; `kind` selects the design in YAML."""
+
+    kind: str = "none"
+
+    @classmethod
+    def resolve_variant(cls, data, path: str, issues: list[Issue]):
+        kind = data.get("kind", cls.__dataclass_fields__["kind"].default)
+        if kind not in _REGISTRY:
+            issues.append(
+                Issue(join(path, "kind"), f"given {kind!r}; allowed: {choices(sorted(_REGISTRY))}")
+            )
+            return None
+        return _REGISTRY[kind].config_cls
+
+    def check_against(self, model: ModelConfig, path: str) -> list[Issue]:
+        """Problems that only show with the model's dimensions (e.g. a tap beyond the depth)."""
+        return []
+
+
+@dataclasses.dataclass
+class State:
+    """Per-forward state of the residual stream. `gates` collects gate activations on request."""
+
+    h: torch.Tensor
+    gates: dict[int, torch.Tensor] | None = None
+
+
+class ResidualDesign(nn.Module):
+    """Plain pre-norm residual: h <- h + sublayer(norm(h)). Other designs override pieces."""
+
+    config_cls: ClassVar[type[ResidualConfig]] = ResidualConfig
+
+    def __init__(self, cfg: ResidualConfig, model: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.model_cfg = model
+
+    def begin(self, h0: torch.Tensor, record_gates: bool = False) -> State:
+        return State(h=h0, gates={} if record_gates else None)
+
+    def attn_inputs(self, layer: int, state: State):
+        return state.h, state.h, state.h
+
+    def mix_values(self, layer: int, v: torch.Tensor, x: torch.Tensor, state: State):
+        return v
+
+    def add_attn(self, layer: int, state: State, out: torch.Tensor) -> None:
+        state.h = state.h + out
+
+    def mlp_input(self, layer: int, state: State) -> torch.Tensor:
+        return state.h
+
+    def add_mlp(self, layer: int, state: State, out: torch.Tensor) -> None:
+        state.h = state.h + out
+
+    def end(self, state: State) -> torch.Tensor:
+        return state.h
+
+    # Contracts the shared test harness checks for every design.
+    def expected_param_count(self) -> int:
+        """Parameters the design adds, from its paper's formula (not by counting)."""
+        return 0
+
+    @torch.no_grad()
+    def make_neutral_(self) -> bool:
+        """Sets the design to its neutral point (computes the baseline); False if it has none."""
+        return True
+
+    def no_decay_parameters(self) -> list[nn.Parameter]:
+        """Gates, mixing coefficients and dense weights: never weight-decayed."""
+        return list(self.parameters())
+
+
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    config_cls: type[ResidualConfig]
+    design_cls: type[ResidualDesign]
+
+
+_REGISTRY: dict[str, _Entry] = {}
+
+
+def register(kind: str):
+    """Class decorator: registers a ResidualDesign subclass under `kind` (refuses duplicates)."""
+
+    def wrap(design_cls: type[ResidualDesign]) -> type[ResidualDesign]:
+        if kind in _REGISTRY:
+            raise ValueError(f"residual design kind {kind!r} is already registered")
+        default_kind = design_cls.config_cls.__dataclass_fields__["kind"].default
+        if default_kind != kind:
+            raise ValueError(f"{design_cls.config_cls.__name__}.kind defaults to {default_kind!r}, not {kind!r}")
+        _REGISTRY[kind] = _Entry(design_cls.config_cls, design_cls)
+        return design_cls
+
+    return wrap
+
+
+def registered_kinds() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def build_design(cfg: ResidualConfig, model: ModelConfig) -> ResidualDesign:
+    return _REGISTRY[cfg.kind].design_cls(cfg, model)

@@ -1,0 +1,210 @@
+"""The value-residual family: ResFormer's static mix and SATFormer's selective gate.
+
+Layer `tap` (1-based `tap_layer`) exposes its raw value projection V_tap (on KV heads, before
+any GQA repeat, not detached); it does not consume it. Each consuming layer n mixes it into
+its own values before the attention kernel (so a KV cache would hold the mixed V'):
+
+- static (ResFormer, arXiv 2410.17897):  V'_n = l_tap,n * V_tap + l_self,n * V_n
+  with (l_tap, l_self) fixed (official 0.5 / 0.5) or learned; one pair per layer or per KV head.
+- gated (SATFormer, arXiv 2605.03953):    a_{t,j} = act(x_t W_a)_j,  V'_{t,j} = V_{t,j} + a_{t,j} V_tap_{t,j}
+  x_t is the normed input of that attention layer, W_a is d_model x N_kv (`token_head`) or
+  d_model x 1 (`token`, one gate per token shared by all heads). No bias.
+
+The neutral point (W_a = 0 with act(0) = 0, or l_tap = 0, l_self = 1) computes the baseline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from arch.configtree import Issue, choices, join
+from arch.designs.base import ResidualConfig, ResidualDesign, State, register
+
+ACTIVATIONS = {
+    "relu": F.relu,
+    "sigmoid": torch.sigmoid,
+    "sigmoid2": lambda z: 2.0 * torch.sigmoid(z),
+    "softplus": F.softplus,
+    "tanh": torch.tanh,
+    "identity": lambda z: z,
+}
+ZERO_AT_ZERO = {"relu", "tanh", "identity"}  # activations for which W_a = 0 is the baseline
+
+GRANULARITIES = {"static": ("layer", "head"), "gated": ("token", "token_head")}
+DEFAULT_GRANULARITY = {"static": "layer", "gated": "token_head"}
+MODE_ONLY_KEYS = {
+    "gated": ("activation", "gate_init", "gate_init_std"),
+    "static": ("coefficient", "lambda_tap", "lambda_self"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueResidualConfig(ResidualConfig):
+    kind: Literal["value_residual"] = "value_residual"
+    mode: Literal["static", "gated"] = "gated"
+    granularity: Literal["layer", "head", "token", "token_head"] | None = None  # None: by mode
+    tap_layer: int = dataclasses.field(default=1, metadata={"ge": 1})
+    consumers: Literal["all"] | int = "all"  # all later layers, or the last k
+    # gated only
+    activation: Literal["relu", "sigmoid", "sigmoid2", "softplus", "tanh", "identity"] = "relu"
+    gate_init: Literal["normal", "zero"] = "normal"
+    gate_init_std: float = dataclasses.field(default=0.02, metadata={"gt": 0})
+    # static only
+    coefficient: Literal["fixed", "learned"] = "fixed"
+    lambda_tap: float = 0.5
+    lambda_self: float = 0.5
+
+    def __post_init__(self):
+        if self.granularity is None:
+            object.__setattr__(self, "granularity", DEFAULT_GRANULARITY[self.mode])
+
+    def check(self, path: str) -> list[Issue]:
+        issues = []
+        if self.granularity not in GRANULARITIES[self.mode]:
+            pairs = "; ".join(f"{m}: {choices(g)}" for m, g in GRANULARITIES.items())
+            issues.append(
+                Issue(
+                    join(path, "granularity"),
+                    f"given {self.granularity!r} with mode {self.mode!r}; allowed pairs: {pairs}",
+                )
+            )
+        defaults = ValueResidualConfig()
+        for mode, keys in MODE_ONLY_KEYS.items():
+            if mode == self.mode:
+                continue
+            for key in keys:
+                if getattr(self, key) != getattr(defaults, key):
+                    issues.append(
+                        Issue(join(path, key), f"applies only to mode {mode!r}, not {self.mode!r}")
+                    )
+        if isinstance(self.consumers, int) and self.consumers < 1:
+            issues.append(
+                Issue(join(path, "consumers"), f"given {self.consumers}; allowed: 'all' or k >= 1")
+            )
+        return issues
+
+    def check_against(self, model, path: str) -> list[Issue]:
+        issues = []
+        if self.tap_layer >= model.n_layers:
+            issues.append(
+                Issue(
+                    join(path, "tap_layer"),
+                    f"given {self.tap_layer} with n_layers {model.n_layers}; allowed: 1 to "
+                    f"{model.n_layers - 1} (a later layer must consume the tap)",
+                )
+            )
+        elif isinstance(self.consumers, int) and self.consumers > model.n_layers - self.tap_layer:
+            issues.append(
+                Issue(
+                    join(path, "consumers"),
+                    f"given {self.consumers}; allowed: 'all' or 1 to "
+                    f"{model.n_layers - self.tap_layer} (layers after tap_layer {self.tap_layer})",
+                )
+            )
+        return issues
+
+
+@dataclasses.dataclass
+class ValueResidualState(State):
+    v_tap: torch.Tensor | None = None  # [B, T, N_kv, hd]
+
+
+class GatedMix(nn.Module):
+    """V' = V + act(x W_a) * V_tap, W_a per consuming layer: [C, d_model, N_kv or 1]."""
+
+    def __init__(self, cfg: ValueResidualConfig, n_consumers: int, d_model: int, n_kv: int):
+        super().__init__()
+        self.cfg = cfg
+        width = n_kv if cfg.granularity == "token_head" else 1
+        self.weight = nn.Parameter(torch.empty(n_consumers, d_model, width))
+        self.act = ACTIVATIONS[cfg.activation]
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.cfg.gate_init == "zero":
+            nn.init.zeros_(self.weight)
+        else:
+            nn.init.normal_(self.weight, std=self.cfg.gate_init_std)
+
+    def forward(self, j: int, v, x, v_tap):
+        gate = self.act(x @ self.weight[j])  # [B, T, D] @ [D, width] -> [B, T, width]
+        return v + gate.unsqueeze(-1) * v_tap, gate  # broadcast over hd
+
+    def make_neutral_(self) -> bool:
+        self.weight.zero_()
+        return self.cfg.activation in ZERO_AT_ZERO
+
+
+class StaticMix(nn.Module):
+    """V' = l_tap * V_tap + l_self * V with (l_tap, l_self) per layer [C, 1] or per KV head [C, N_kv]."""
+
+    def __init__(self, cfg: ValueResidualConfig, n_consumers: int, d_model: int, n_kv: int):
+        super().__init__()
+        width = n_kv if cfg.granularity == "head" else 1
+        lam_tap = torch.full((n_consumers, width), cfg.lambda_tap)
+        lam_self = torch.full((n_consumers, width), cfg.lambda_self)
+        if cfg.coefficient == "learned":
+            self.lambda_tap = nn.Parameter(lam_tap)
+            self.lambda_self = nn.Parameter(lam_self)
+        else:
+            self.register_buffer("lambda_tap", lam_tap)
+            self.register_buffer("lambda_self", lam_self)
+
+    def forward(self, j: int, v, x, v_tap):
+        lam_tap = self.lambda_tap[j].view(-1, 1)  # [width, 1] broadcasts over [B, T, N_kv, hd]
+        lam_self = self.lambda_self[j].view(-1, 1)
+        return lam_self * v + lam_tap * v_tap, None
+
+    def make_neutral_(self) -> bool:
+        self.lambda_tap.zero_()
+        self.lambda_self.fill_(1.0)
+        return True
+
+
+MIXERS = {"gated": GatedMix, "static": StaticMix}
+
+
+@register("value_residual")
+class ValueResidual(ResidualDesign):
+    config_cls = ValueResidualConfig
+
+    def __init__(self, cfg: ValueResidualConfig, model):
+        super().__init__(cfg, model)
+        self.tap = cfg.tap_layer - 1  # 0-based
+        n = model.n_layers
+        first = self.tap + 1 if cfg.consumers == "all" else n - cfg.consumers
+        self.consumers = list(range(first, n))
+        self.slot = {layer: j for j, layer in enumerate(self.consumers)}
+        self.mix = MIXERS[cfg.mode](cfg, len(self.consumers), model.d_model, model.n_kv_heads)
+
+    def begin(self, h0, record_gates: bool = False) -> ValueResidualState:
+        return ValueResidualState(h=h0, gates={} if record_gates else None)
+
+    def mix_values(self, layer: int, v, x, state: ValueResidualState):
+        if layer == self.tap:
+            state.v_tap = v
+            return v
+        j = self.slot.get(layer)
+        if j is None:
+            return v
+        mixed, gate = self.mix(j, v, x, state.v_tap)
+        if gate is not None and state.gates is not None:
+            state.gates[layer] = gate.detach()
+        return mixed
+
+    def expected_param_count(self) -> int:
+        cfg, m, c = self.cfg, self.model_cfg, len(self.consumers)
+        if cfg.mode == "gated":
+            return c * m.d_model * (m.n_kv_heads if cfg.granularity == "token_head" else 1)
+        if cfg.coefficient == "fixed":
+            return 0
+        return 2 * c * (m.n_kv_heads if cfg.granularity == "head" else 1)
+
+    @torch.no_grad()
+    def make_neutral_(self) -> bool:
+        return self.mix.make_neutral_()

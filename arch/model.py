@@ -1,0 +1,89 @@
+"""The decoder-only Transformer; its residual stream is delegated to a `ResidualDesign`."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from arch.config import ModelConfig
+from arch.designs.base import ResidualDesign, build_design
+from arch.layers import Attention, RMSNorm, Rotary, SwiGLU
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, index: int):
+        super().__init__()
+        self.index = index
+        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn = Attention(cfg)
+        self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.mlp = SwiGLU(cfg.d_model, cfg.d_ff)
+
+    def _norm(self, x, cache: dict):
+        # Designs that feed one stream to Q, K and V pay for one norm, not three.
+        key = id(x)
+        if key not in cache:
+            cache[key] = self.attn_norm(x)
+        return cache[key]
+
+    def forward(self, design: ResidualDesign, state, rotary: Rotary) -> None:
+        i = self.index
+        q_in, k_in, v_in = design.attn_inputs(i, state)
+        normed: dict = {}
+        xq, xk, xv = (self._norm(x, normed) for x in (q_in, k_in, v_in))
+        out = self.attn(xq, xk, xv, rotary, lambda v, x: design.mix_values(i, v, x, state))
+        design.add_attn(i, state, out)
+        design.add_mlp(i, state, self.mlp(self.mlp_norm(design.mlp_input(i, state))))
+
+
+class Transformer(nn.Module):
+    """forward(tokens [B, T]) -> logits [B, T, vocab]; with return_gates also {layer: gate}."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.head.weight = self.embed.weight
+        self.rotary = Rotary(cfg.head_dim, cfg.max_seq_len, cfg.rope_base)
+        self._init_backbone()
+        # Built after the backbone init so that init never overwrites the design's own.
+        self.residual = build_design(cfg.residual, cfg)
+
+    def _init_backbone(self) -> None:
+        std = self.cfg.init_std
+        scaled = std / math.sqrt(2 * self.cfg.n_layers)  # GPT-2: residual projections
+        nn.init.normal_(self.embed.weight, std=std)
+        if not self.cfg.tie_embeddings:
+            nn.init.normal_(self.head.weight, std=std)
+        for block in self.blocks:
+            for name, module in block.named_modules():
+                if isinstance(module, nn.Linear):
+                    last = name.rsplit(".", 1)[-1]
+                    nn.init.normal_(module.weight, std=scaled if last in ("o_proj", "down_proj") else std)
+
+    def forward(self, tokens: torch.Tensor, return_gates: bool = False):
+        if tokens.shape[1] > self.cfg.max_seq_len:
+            raise ValueError(f"sequence length {tokens.shape[1]} exceeds max_seq_len {self.cfg.max_seq_len}")
+        state = self.residual.begin(self.embed(tokens), record_gates=return_gates)
+        for block in self.blocks:
+            block(self.residual, state, self.rotary)
+        logits = self.head(self.norm(self.residual.end(state)))
+        return (logits, state.gates) if return_gates else logits
+
+    def param_counts(self) -> dict[str, int]:
+        total = sum(p.numel() for p in self.parameters())
+        design = sum(p.numel() for p in self.residual.parameters())
+        return {"total": total, "design": design, "backbone": total - design}
+
+
+def build_model(config: ModelConfig | dict) -> Transformer:
+    """Builds the model from a ModelConfig or from the plain mapping under `model:`."""
+    if not isinstance(config, ModelConfig):
+        config = ModelConfig.from_dict(config)
+    return Transformer(config)
