@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from arch.configtree import ConfigError, Issue, choices, dump, join, parse
+from arch.configtree import Issue, choices, dump, join, parse
 from arch.designs.base import ResidualConfig
 from arch.designs.none import NoResidualConfig
 
@@ -69,18 +69,22 @@ class ModelConfig:
         return issues
 
     @classmethod
-    def from_dict(cls, mapping: Mapping | None, path: str = "model", source: str | None = None) -> ModelConfig:
-        """Builds the config from the mapping under `model:`; `preset` fills unset dimensions."""
-        data = dict(mapping or {})
+    def prepare(cls, data: Mapping, path: str, issues: list[Issue]) -> dict | None:
+        """Expands `preset`: its dimensions fill every key not given next to it."""
+        data = dict(data)
         preset = data.get("preset")
-        if preset is not None:
-            table = presets()
-            if preset not in table:
-                raise ConfigError(
-                    [Issue(join(path, "preset"), f"given {preset!r}; allowed: {choices(table)}")], source
-                )
-            data = {**table[preset], **data}
-        return parse(cls, data, path, source)
+        if preset is None:
+            return data
+        table = presets()
+        if preset not in table:
+            issues.append(Issue(join(path, "preset"), f"given {preset!r}; allowed: {choices(table)}"))
+            return None
+        return {**table[preset], **data}
+
+    @classmethod
+    def from_dict(cls, mapping: Mapping | None, path: str = "model", source: str | None = None) -> ModelConfig:
+        """Builds the config from the mapping under `model:`; raises ConfigError on any problem."""
+        return parse(cls, mapping or {}, path, source)
 
     def to_dict(self) -> dict[str, Any]:
         return dump(self)

@@ -7,7 +7,8 @@ into a plain mapping so that `parse(dump(c)) == c`.
 
 Supported field types: bool, int, float, str, Literal[...], unions of those (Optional
 included), list[X], dict[str, X], Any, nested config dataclasses, and polymorphic configs
-(a class with a `resolve_variant(data, path)` classmethod picks the subclass, e.g. by `kind`).
+(a class with a `resolve_variant(data, path, issues)` classmethod picks the subclass, e.g. by
+`kind`). A `prepare(data, path, issues)` classmethod may rewrite the mapping first (presets).
 Range limits come from field metadata: `field(default=1, metadata={"ge": 1})`.
 """
 
@@ -142,6 +143,11 @@ def _parse_dataclass(cls, data, path: str, issues: list[Issue]):
     if not isinstance(data, Mapping):
         issues.append(Issue(path, f"given {data!r}; allowed: a mapping"))
         return _MISSING
+    prepare = getattr(cls, "prepare", None)
+    if prepare is not None:
+        data = prepare(data, path, issues)
+        if data is None:
+            return _MISSING
     resolve = getattr(cls, "resolve_variant", None)
     if resolve is not None:
         variant = resolve(data, path, issues)
@@ -213,3 +219,29 @@ def dump(obj) -> Any:
         return {k: dump(v) for k, v in obj.items()}
     return obj
 
+
+
+def set_path(tree: dict, path: str, value) -> None:
+    """Sets `a.b.c` in a plain nested mapping, creating the mappings on the way."""
+    node = tree
+    *parents, leaf = path.split(".")
+    for key in parents:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = node[key] = {} if child is None else _refuse(path, key, child)
+        node = child
+    node[leaf] = value
+
+
+def _refuse(path: str, key: str, value):
+    raise ConfigError([Issue(path, f"cannot set below {key!r}: it holds {value!r}, not a mapping")])
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`key.path=value` (value read as YAML: 3, 1e-3, true, [a, b], relu) -> (path, value)."""
+    import yaml
+
+    if "=" not in text:
+        raise ConfigError([Issue("--set", f"given {text!r}; allowed: key.path=value")])
+    path, raw = text.split("=", 1)
+    return path.strip(), yaml.safe_load(raw)

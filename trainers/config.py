@@ -1,0 +1,213 @@
+"""`TrialConfig`: the plain, fully resolved tree that one training run takes.
+
+    seed: 0
+    model: {...}            # arch.ModelConfig (vocab_size filled from the data when not given)
+    data:  {kind: text | tokens | mqar, ...}
+    train: {tokens: ..., batch_size: ..., lr: ..., ...}
+
+The sweep launcher builds such a tree per trial; `python -m trainers.train` reads one from YAML.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from arch import ModelConfig
+from arch.configtree import ConfigError, Issue, choices, dump, join, parse
+
+DATA_KINDS: dict[str, type[DataConfig]] = {}
+
+
+def _data_kind(cls):
+    DATA_KINDS[cls.__dataclass_fields__["kind"].default] = cls
+    return cls
+
+
+def _at_least(default, bound=1):
+    return dataclasses.field(default=default, metadata={"ge": bound})
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    kind: str = "text"
+    seq_len: int = _at_least(128, 2)
+
+    @classmethod
+    def resolve_variant(cls, data, path: str, issues: list[Issue]):
+        kind = data.get("kind", cls.__dataclass_fields__["kind"].default)
+        if kind not in DATA_KINDS:
+            issues.append(Issue(join(path, "kind"), f"given {kind!r}; allowed: {choices(DATA_KINDS)}"))
+            return None
+        return DATA_KINDS[kind]
+
+    def vocab_size(self, path: str, issues: list[Issue]) -> int | None:
+        raise NotImplementedError
+
+
+CORPORA = ("shakespeare", "milton", "kjv", "python_stdlib", "folder")
+
+
+@_data_kind
+@dataclasses.dataclass(frozen=True)
+class TextDataConfig(DataConfig):
+    """A real text corpus (shipped by a package registry) or a folder of the user's text files."""
+
+    kind: Literal["text"] = "text"
+    corpus: Literal["shakespeare", "milton", "kjv", "python_stdlib", "folder"] = "shakespeare"
+    path: str | None = None  # corpus: folder -> a folder of *.txt files
+    tokenizer: Literal["byte", "bpe"] = "byte"
+    bpe_vocab_size: int = _at_least(4096, 260)
+    val_fraction: float = dataclasses.field(default=0.05, metadata={"gt": 0, "lt": 0.5})
+    max_bytes: int | None = None  # cap the corpus size (None: all of it)
+
+    def check(self, path: str) -> list[Issue]:
+        if (self.corpus == "folder") != (self.path is not None):
+            return [Issue(join(path, "path"), "a folder path is required with corpus: folder, and only then")]
+        return []
+
+    def vocab_size(self, path, issues) -> int:
+        return 256 if self.tokenizer == "byte" else self.bpe_vocab_size
+
+
+@_data_kind
+@dataclasses.dataclass(frozen=True)
+class TokenDataConfig(DataConfig):
+    """Pre-tokenised shards (nanoGPT/FineWeb style) written by `python -m trainers.prepare`."""
+
+    kind: Literal["tokens"] = "tokens"
+    path: str = ""  # folder with meta.json, train_*.bin, val_*.bin
+
+    def vocab_size(self, path, issues) -> int | None:
+        meta = Path(self.path) / "meta.json"
+        if not meta.is_file():
+            issues.append(
+                Issue(join(path, "path"), f"given {self.path!r}; no meta.json there (run python -m trainers.prepare)")
+            )
+            return None
+        return int(json.loads(meta.read_text())["vocab_size"])
+
+
+@_data_kind
+@dataclasses.dataclass(frozen=True)
+class MQARDataConfig(DataConfig):
+    """Multi-query associative recall (Zoology): keys from the lower half of the vocabulary,
+    values from the upper half, every key queried once after the context, loss on answers only."""
+
+    kind: Literal["mqar"] = "mqar"
+    seq_len: int = _at_least(64, 4)
+    vocab: int = _at_least(256, 8)
+    num_kv_pairs: int = _at_least(8)
+    train_examples: int = _at_least(20_000)
+    val_examples: int = _at_least(1_000)
+
+    def check(self, path: str) -> list[Issue]:
+        if 4 * self.num_kv_pairs > self.seq_len:
+            return [
+                Issue(
+                    join(path, "num_kv_pairs"),
+                    f"given {self.num_kv_pairs}; allowed: at most seq_len/4 = {self.seq_len // 4}",
+                )
+            ]
+        if self.num_kv_pairs > self.vocab // 2:
+            return [Issue(join(path, "num_kv_pairs"), f"given {self.num_kv_pairs}; at most vocab/2 keys exist")]
+        return []
+
+    def vocab_size(self, path, issues) -> int:
+        return self.vocab
+
+
+NO_DECAY_GROUPS = ("design", "norms", "biases", "embeddings")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    tokens: int = _at_least(1_000_000)  # training budget; steps are derived from it
+    batch_size: int = _at_least(16)
+    grad_accum: int = _at_least(1)
+    lr: float = dataclasses.field(default=3e-3, metadata={"gt": 0})
+    min_lr_ratio: float = dataclasses.field(default=0.1, metadata={"ge": 0, "le": 1})
+    weight_decay: float = dataclasses.field(default=0.1, metadata={"ge": 0})
+    no_decay: list[Literal["design", "norms", "biases", "embeddings"]] = dataclasses.field(
+        default_factory=lambda: list(NO_DECAY_GROUPS)
+    )
+    beta1: float = dataclasses.field(default=0.9, metadata={"ge": 0, "lt": 1})
+    beta2: float = dataclasses.field(default=0.95, metadata={"ge": 0, "lt": 1})
+    schedule: Literal["cosine", "wsd", "constant"] = "cosine"
+    warmup_frac: float = dataclasses.field(default=0.05, metadata={"ge": 0, "lt": 1})
+    decay_frac: float = dataclasses.field(default=0.2, metadata={"gt": 0, "le": 1})  # wsd only
+    grad_clip: float | None = 1.0
+    eval_every: int = _at_least(50)  # optimizer steps
+    eval_batches: int = _at_least(16)
+    log_every: int = _at_least(10)
+    gate_stats_every: int = _at_least(50)
+    precision: Literal["auto", "32-true", "bf16-mixed"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
+    compile: bool = False
+    num_threads: int | None = None  # CPU threads for torch (None: leave as is)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialConfig:
+    seed: int = 0
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    data: DataConfig = dataclasses.field(default_factory=TextDataConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.train.batch_size * self.train.grad_accum * self.data.seq_len
+
+    @property
+    def max_steps(self) -> int:
+        return max(1, self.train.tokens // self.tokens_per_step)
+
+    def check(self, path: str) -> list[Issue]:
+        issues = []
+        if self.data.seq_len > self.model.max_seq_len:
+            issues.append(
+                Issue(
+                    join(path, "data.seq_len"),
+                    f"given {self.data.seq_len}; allowed: at most model.max_seq_len {self.model.max_seq_len}",
+                )
+            )
+        vocab = self.data.vocab_size(join(path, "data"), issues)
+        if vocab is not None and self.model.vocab_size < vocab:
+            issues.append(
+                Issue(
+                    join(path, "model.vocab_size"),
+                    f"given {self.model.vocab_size}; the data needs at least {vocab}",
+                )
+            )
+        return issues
+
+    @classmethod
+    def prepare(cls, data: Mapping, path: str, issues: list[Issue]) -> dict:
+        """Fills model.vocab_size from the data when the user did not set it."""
+        tree = copy.deepcopy(dict(data))
+        model = tree.get("model")
+        if isinstance(model, Mapping) and "vocab_size" not in model:
+            sub: list[Issue] = []
+            data_cfg = parse_or_none(DataConfig, tree.get("data") or {}, join(path, "data"), sub)
+            vocab = data_cfg.vocab_size(join(path, "data"), sub) if data_cfg else None
+            if vocab is not None:
+                tree["model"] = {**model, "vocab_size": vocab}
+        return tree
+
+    @classmethod
+    def from_dict(cls, mapping: Mapping, source: str | None = None) -> TrialConfig:
+        return parse(cls, mapping, "", source)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dump(self)
+
+
+def parse_or_none(cls, data, path: str, issues: list[Issue]):
+    try:
+        return parse(cls, data, path)
+    except ConfigError as err:  # reported again, with the full tree, by the main parse
+        issues.extend(err.issues)
+        return None
