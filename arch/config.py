@@ -54,10 +54,15 @@ class ModelConfig:
         issues = []
         if self.d_model % self.n_heads:
             issues.append(
-                Issue(join(path, "d_model"), f"given {self.d_model}; must be divisible by n_heads {self.n_heads}")
+                Issue(
+                    join(path, "d_model"),
+                    f"given {self.d_model}; must be divisible by n_heads {self.n_heads}",
+                )
             )
         elif self.head_dim % 2:
-            issues.append(Issue(join(path, "n_heads"), f"head_dim {self.head_dim} must be even for rotary embedding"))
+            issues.append(
+                Issue(join(path, "n_heads"), f"head_dim {self.head_dim} must be even for rotary embedding")
+            )
         if self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads:
             issues.append(
                 Issue(
@@ -82,7 +87,9 @@ class ModelConfig:
         return {**table[preset], **data}
 
     @classmethod
-    def from_dict(cls, mapping: Mapping | None, path: str = "model", source: str | None = None) -> ModelConfig:
+    def from_dict(
+        cls, mapping: Mapping | None, path: str = "model", source: str | None = None
+    ) -> ModelConfig:
         """Builds the config from the mapping under `model:`; raises ConfigError on any problem."""
         return parse(cls, mapping or {}, path, source)
 

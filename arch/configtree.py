@@ -159,9 +159,7 @@ def _parse_dataclass(cls, data, path: str, issues: list[Issue]):
     before = len(issues)
     for key in data:
         if key not in fields:
-            issues.append(
-                Issue(join(path, str(key)), f"unknown key; allowed keys: {', '.join(fields)}")
-            )
+            issues.append(Issue(join(path, str(key)), f"unknown key; allowed keys: {', '.join(fields)}"))
     kwargs = {}
     for name, f in fields.items():
         sub = join(path, name)
@@ -218,7 +216,6 @@ def dump(obj) -> Any:
     if isinstance(obj, Mapping):
         return {k: dump(v) for k, v in obj.items()}
     return obj
-
 
 
 def set_path(tree: dict, path: str, value) -> None:

@@ -57,9 +57,7 @@ class Attention(nn.Module):
         v = mix_values(v, xv)  # [B, T, N_kv, hd], before any GQA repeat
         q, k, v = (z.transpose(1, 2) for z in (q, k, v))  # -> [B, H, T, hd]
         q, k = rotary(q), rotary(k)
-        y = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, enable_gqa=self.n_kv != self.n_heads
-        )
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv != self.n_heads)
         return self.o_proj(y.transpose(1, 2).reshape(b, t, self.n_heads * self.hd))
 
 

@@ -86,7 +86,10 @@ class TokenDataConfig(DataConfig):
         meta = Path(self.path) / "meta.json"
         if not meta.is_file():
             issues.append(
-                Issue(join(path, "path"), f"given {self.path!r}; no meta.json there (run python -m trainers.prepare)")
+                Issue(
+                    join(path, "path"),
+                    f"given {self.path!r}; no meta.json there (run python -m trainers.prepare)",
+                )
             )
             return None
         return int(json.loads(meta.read_text())["vocab_size"])
@@ -114,7 +117,9 @@ class MQARDataConfig(DataConfig):
                 )
             ]
         if self.num_kv_pairs > self.vocab // 2:
-            return [Issue(join(path, "num_kv_pairs"), f"given {self.num_kv_pairs}; at most vocab/2 keys exist")]
+            return [
+                Issue(join(path, "num_kv_pairs"), f"given {self.num_kv_pairs}; at most vocab/2 keys exist")
+            ]
         return []
 
     def vocab_size(self, path, issues) -> int:

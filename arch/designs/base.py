@@ -39,9 +39,7 @@ class ResidualConfig:
     def resolve_variant(cls, data, path: str, issues: list[Issue]):
         kind = data.get("kind", cls.__dataclass_fields__["kind"].default)
         if kind not in _REGISTRY:
-            issues.append(
-                Issue(join(path, "kind"), f"given {kind!r}; allowed: {choices(sorted(_REGISTRY))}")
-            )
+            issues.append(Issue(join(path, "kind"), f"given {kind!r}; allowed: {choices(sorted(_REGISTRY))}"))
             return None
         return _REGISTRY[kind].config_cls
 
@@ -121,7 +119,9 @@ def register(kind: str):
             raise ValueError(f"residual design kind {kind!r} is already registered")
         default_kind = design_cls.config_cls.__dataclass_fields__["kind"].default
         if default_kind != kind:
-            raise ValueError(f"{design_cls.config_cls.__name__}.kind defaults to {default_kind!r}, not {kind!r}")
+            raise ValueError(
+                f"{design_cls.config_cls.__name__}.kind defaults to {default_kind!r}, not {kind!r}"
+            )
         _REGISTRY[kind] = _Entry(design_cls.config_cls, design_cls)
         return design_cls
 

@@ -79,13 +79,9 @@ class ValueResidualConfig(ResidualConfig):
                 continue
             for key in keys:
                 if getattr(self, key) != getattr(defaults, key):
-                    issues.append(
-                        Issue(join(path, key), f"applies only to mode {mode!r}, not {self.mode!r}")
-                    )
+                    issues.append(Issue(join(path, key), f"applies only to mode {mode!r}, not {self.mode!r}"))
         if isinstance(self.consumers, int) and self.consumers < 1:
-            issues.append(
-                Issue(join(path, "consumers"), f"given {self.consumers}; allowed: 'all' or k >= 1")
-            )
+            issues.append(Issue(join(path, "consumers"), f"given {self.consumers}; allowed: 'all' or k >= 1"))
         return issues
 
     def check_against(self, model, path: str) -> list[Issue]:

@@ -6,10 +6,16 @@ Each entry: (test id, residual mapping). Add the variants a study can sweep.
 DESIGN_EXAMPLES = [
     ("baseline", {"kind": "none"}),
     ("resformer_fixed_layer", {"kind": "value_residual", "mode": "static"}),
-    ("resformer_learned_head", {"kind": "value_residual", "mode": "static", "granularity": "head", "coefficient": "learned"}),
+    (
+        "resformer_learned_head",
+        {"kind": "value_residual", "mode": "static", "granularity": "head", "coefficient": "learned"},
+    ),
     ("satformer_token_head_relu", {"kind": "value_residual", "mode": "gated"}),
     ("satformer_token_sigmoid", {"kind": "value_residual", "granularity": "token", "activation": "sigmoid"}),
-    ("satformer_tap2_last1", {"kind": "value_residual", "tap_layer": 2, "consumers": 1, "activation": "tanh"}),
+    (
+        "satformer_tap2_last1",
+        {"kind": "value_residual", "tap_layer": 2, "consumers": 1, "activation": "tanh"},
+    ),
 ]
 
 # Small model the harness builds every design on: GQA (2 KV heads for 4 heads) and qk-norm on.

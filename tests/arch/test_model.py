@@ -1,0 +1,135 @@
+"""Model-level contracts: presets, the value-residual facts of the papers, gate read-out."""
+
+import pytest
+import torch
+import yaml
+
+from arch import ModelConfig, build_model, presets
+from tests.arch.design_examples import HARNESS_MODEL
+
+NOMINAL_PARAMS = {
+    "tiny": 0.9e6,
+    "mini": 5.2e6,
+    "small": 130e6,
+    "medium": 340e6,
+    "large": 760e6,
+    "xl": 1.3e9,
+}
+
+
+def test_every_preset_has_a_nominal_size():
+    assert set(presets()) == set(NOMINAL_PARAMS)
+
+
+@pytest.mark.parametrize("preset", sorted(NOMINAL_PARAMS))
+def test_preset_parameter_count_within_5_percent(preset):
+    with torch.device("meta"):  # no memory for the 1.3B model
+        model = build_model({"preset": preset})
+    total = model.param_counts()["total"]
+    assert abs(total - NOMINAL_PARAMS[preset]) / NOMINAL_PARAMS[preset] < 0.05, total
+
+
+def gated(**residual):
+    torch.manual_seed(0)
+    return build_model({**HARNESS_MODEL, "residual": {"kind": "value_residual", **residual}})
+
+
+def test_satformer_adds_consumers_times_d_model_times_n_kv():
+    model = gated(tap_layer=1)
+    cfg = model.cfg
+    assert model.param_counts()["design"] == (cfg.n_layers - 1) * cfg.d_model * cfg.n_kv_heads
+    last2 = gated(tap_layer=1, consumers=2)
+    assert last2.param_counts()["design"] == 2 * cfg.d_model * cfg.n_kv_heads
+    token = gated(granularity="token")
+    assert token.param_counts()["design"] == (cfg.n_layers - 1) * cfg.d_model
+
+
+def test_issue_yaml_is_accepted_as_written():
+    text = """
+model:
+  preset: tiny          # fills the dimensions; any of them can be overridden next to it
+  n_layers: 6
+  residual:
+    kind: value_residual
+    mode: gated         # static | gated
+    granularity: token_head
+    activation: relu
+    tap_layer: 1
+"""
+    cfg = ModelConfig.from_dict(yaml.safe_load(text)["model"])
+    assert cfg.n_layers == 6 and cfg.d_model == 128
+    assert cfg.residual.kind == "value_residual" and cfg.residual.granularity == "token_head"
+
+
+def test_preset_alone_is_the_baseline_and_round_trips():
+    cfg = ModelConfig.from_dict({"preset": "tiny"})
+    assert cfg.residual.kind == "none"
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    assert ModelConfig.from_dict({"preset": "tiny", "d_model": 64}).d_model == 64
+
+
+def _capture_values(model):
+    seen = []
+    original = model.residual.mix_values
+
+    def spy(layer, v, x, state):
+        out = original(layer, v, x, state)
+        seen.append((layer, v.shape, getattr(state, "v_tap", None)))
+        return out
+
+    model.residual.mix_values = spy
+    return seen
+
+
+def test_v_tap_is_the_raw_v_proj_on_kv_heads_before_gqa_repeat():
+    model = gated()
+    seen = _capture_values(model)
+    x = torch.randint(0, 64, (2, 8))
+    model(x)
+    cfg = model.cfg
+    assert cfg.n_kv_heads < cfg.n_heads
+    for _, shape, _ in seen:
+        assert shape == (2, 8, cfg.n_kv_heads, cfg.head_dim)
+    # The tap is exactly layer 1's v_proj output on its normed input.
+    block = model.blocks[0]
+    expected = block.attn.v_proj(block.attn_norm(model.embed(x))).view(2, 8, cfg.n_kv_heads, -1)
+    torch.testing.assert_close(seen[-1][2], expected)
+
+
+def test_v_tap_is_not_detached():
+    # Silence layer 1's own attention output: its v_proj then reaches the loss only through V_tap.
+    model = gated(tap_layer=1)
+    with torch.no_grad():
+        model.blocks[0].attn.o_proj.weight.zero_()
+    model(torch.randint(0, 64, (2, 8))).square().mean().backward()
+    assert model.blocks[0].attn.v_proj.weight.grad.abs().sum() > 0
+
+    torch.manual_seed(0)
+    baseline = build_model(HARNESS_MODEL)
+    with torch.no_grad():
+        baseline.blocks[0].attn.o_proj.weight.zero_()
+    baseline(torch.randint(0, 64, (2, 8))).square().mean().backward()
+    assert baseline.blocks[0].attn.v_proj.weight.grad.abs().sum() == 0
+
+
+def test_tapped_layer_does_not_consume_and_earlier_layers_are_untouched():
+    model = gated(tap_layer=2)
+    logits, gates = model(torch.randint(0, 64, (2, 8)), return_gates=True)
+    assert sorted(gates) == [2, 3]  # 0-based consumers after the 0-based tap 1
+
+
+def test_gates_are_returned_only_on_request_and_match_the_equation():
+    model = gated(activation="relu")
+    x = torch.randint(0, 64, (2, 8))
+    assert isinstance(model(x), torch.Tensor)
+    logits, gates = model(x, return_gates=True)
+    torch.testing.assert_close(logits, model(x))
+    assert set(gates) == {1, 2, 3}
+    for g in gates.values():
+        assert g.shape == (2, 8, model.cfg.n_kv_heads) and (g >= 0).all()
+        assert 0 < (g == 0).float().mean() < 1  # ReLU gates: some exactly zero, not all
+
+
+def test_gate_weights_are_not_touched_by_the_backbone_init():
+    model = gated(gate_init="zero")
+    assert model.residual.mix.weight.abs().sum() == 0
