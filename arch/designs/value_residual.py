@@ -16,6 +16,7 @@ The neutral point (W_a = 0 with act(0) = 0, or l_tap = 0, l_self = 1) computes t
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Literal
 
 import torch
@@ -127,8 +128,10 @@ class GatedMix(nn.Module):
         else:
             nn.init.normal_(self.weight, std=self.cfg.gate_init_std)
 
-    def forward(self, j: int, v, x, v_tap):
+    def forward(self, j: int, v, x, v_tap, gate_hook=None):
         gate = self.act(x @ self.weight[j])  # [B, T, D] @ [D, width] -> [B, T, width]
+        if gate_hook is not None:
+            gate = gate_hook(gate)
         return v + gate.unsqueeze(-1) * v_tap, gate  # broadcast over hd
 
     def make_neutral_(self) -> bool:
@@ -151,7 +154,7 @@ class StaticMix(nn.Module):
             self.register_buffer("lambda_tap", lam_tap)
             self.register_buffer("lambda_self", lam_self)
 
-    def forward(self, j: int, v, x, v_tap):
+    def forward(self, j: int, v, x, v_tap, gate_hook=None):
         lam_tap = self.lambda_tap[j].view(-1, 1)  # [width, 1] broadcasts over [B, T, N_kv, hd]
         lam_self = self.lambda_self[j].view(-1, 1)
         return lam_self * v + lam_tap * v_tap, None
@@ -177,6 +180,8 @@ class ValueResidual(ResidualDesign):
         self.consumers = list(range(first, n))
         self.slot = {layer: j for j, layer in enumerate(self.consumers)}
         self.mix = MIXERS[cfg.mode](cfg, len(self.consumers), model.d_model, model.n_kv_heads)
+        # Analyses set this to rewrite gates (zeroed, mean, constant): f(layer, gate) -> gate.
+        self.gate_hook = None
 
     def begin(self, h0, record_gates: bool = False) -> ValueResidualState:
         return ValueResidualState(h=h0, gates={} if record_gates else None)
@@ -188,7 +193,8 @@ class ValueResidual(ResidualDesign):
         j = self.slot.get(layer)
         if j is None:
             return v
-        mixed, gate = self.mix(j, v, x, state.v_tap)
+        hook = None if self.gate_hook is None else functools.partial(self.gate_hook, layer)
+        mixed, gate = self.mix(j, v, x, state.v_tap, hook)
         if gate is not None and state.gates is not None:
             state.gates[layer] = gate.detach()
         return mixed

@@ -1,0 +1,1 @@
+"""Mechanistic analysis of trained value-residual gates: statistics, token categories, interventions."""

@@ -1,0 +1,64 @@
+"""Interventions on trained gates: are they functional? (the paper's ablation of SATFormer's gate)
+
+Validation loss with the gates as trained, zeroed (the model then computes its baseline from the
+same weights), replaced by their per-layer-per-head mean on held-out data, and by a constant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterable
+
+import torch
+import torch.nn.functional as F
+
+
+@contextlib.contextmanager
+def gate_hook(model, hook: Callable[[int, torch.Tensor], torch.Tensor] | None):
+    design = model.residual
+    if not hasattr(design, "gate_hook"):
+        raise ValueError(f"design {model.cfg.residual.kind!r} has no gates to intervene on")
+    previous, design.gate_hook = design.gate_hook, hook
+    try:
+        yield
+    finally:
+        design.gate_hook = previous
+
+
+@torch.no_grad()
+def mean_loss(model, batches: Iterable[torch.Tensor]) -> float:
+    """Mean next-token cross-entropy (nats) over token batches [B, T+1]."""
+    model.eval()
+    total, count = 0.0, 0
+    for batch in batches:
+        logits = model(batch[:, :-1])
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten(), reduction="sum")
+        total, count = total + float(loss), count + batch[:, 1:].numel()
+    return total / count
+
+
+def run_interventions(
+    model,
+    batches: list[torch.Tensor],
+    layer_head_means: dict[int, list[float]],
+    constant: float | None = None,
+) -> list[dict[str, float | str]]:
+    """Rows (intervention, val_loss, val_ppl, delta_loss) for trained / zero / mean / constant gates."""
+    means = {layer: torch.tensor(m) for layer, m in layer_head_means.items()}
+    if constant is None:  # the global mean gate: keeps the average amount of V_tap, drops selectivity
+        constant = float(torch.cat(list(means.values())).mean())
+    hooks = {
+        "trained": None,
+        "zero": lambda layer, g: torch.zeros_like(g),
+        "layer_head_mean": lambda layer, g: means[layer].to(g).expand_as(g),
+        f"constant={constant:.4g}": lambda layer, g: torch.full_like(g, constant),
+    }
+    rows = []
+    for name, hook in hooks.items():
+        with gate_hook(model, hook):
+            loss = mean_loss(model, batches)
+        rows.append({"intervention": name, "val_loss": loss, "val_ppl": math.exp(loss)})
+    for row in rows:
+        row["delta_loss"] = row["val_loss"] - rows[0]["val_loss"]
+    return rows
