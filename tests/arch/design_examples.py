@@ -16,6 +16,23 @@ DESIGN_EXAMPLES = [
         "satformer_tap2_last1",
         {"kind": "value_residual", "tap_layer": 2, "consumers": 1, "activation": "tanh"},
     ),
+    # DenseFormer (k x p: dilation x period)
+    ("denseformer", {"kind": "denseformer"}),
+    ("denseformer_dilation2", {"kind": "denseformer", "dilation": 2}),
+    ("denseformer_period2", {"kind": "denseformer", "period": 2}),
+    ("denseformer_2x2", {"kind": "denseformer", "dilation": 2, "period": 2}),
+    ("denseformer_3x1", {"kind": "denseformer", "dilation": 3}),
+    # MUDDFormer
+    ("muddformer", {"kind": "muddformer"}),
+    ("muddformer_single_way_unrounded", {"kind": "muddformer", "streams": "r", "hidden_round": False}),
+    # Hyper-Connections, static and dynamic, expansion rates 1, 2, 4
+    ("hc_static_n1", {"kind": "hyper_connections", "mode": "static", "expansion_rate": 1}),
+    ("hc_static_n2", {"kind": "hyper_connections", "mode": "static", "expansion_rate": 2}),
+    ("hc_static_n4", {"kind": "hyper_connections", "mode": "static", "expansion_rate": 4}),
+    ("hc_dynamic_n1", {"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 1}),
+    ("hc_dynamic_n2", {"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 2}),
+    ("hc_dynamic_n4", {"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 4}),
+    ("hc_dynamic_n2_per_block", {"kind": "hyper_connections", "expansion_rate": 2, "stream_index": "block"}),
 ]
 
 # Small model the harness builds every design on: GQA (2 KV heads for 4 heads) and qk-norm on.
