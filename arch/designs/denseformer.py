@@ -67,7 +67,9 @@ class DenseFormer(ResidualDesign):
         n = model.n_layers
         self.inputs = {b: dwa_inputs(b, cfg.dilation) for b in range(cfg.period, n + 1, cfg.period)}
         # alphas["b"]: [|S(b)|], the weights of the DWA after block b.
-        self.alphas = nn.ParameterDict({str(b): nn.Parameter(torch.empty(len(js))) for b, js in self.inputs.items()})
+        self.alphas = nn.ParameterDict(
+            {str(b): nn.Parameter(torch.empty(len(js))) for b, js in self.inputs.items()}
+        )
         self.last_reader: dict[int, int] = {}  # j -> the last DWA block that reads X_j (j < b)
         for b, js in self.inputs.items():
             for j in js[:-1]:
