@@ -1,1 +1,11 @@
-"""Lightning training of one trial config (any residual design), with the metrics the fronts need."""
+"""Lightning training of one trial config (any residual design), with the metrics the fronts need.
+
+from trainers import fit, TrialConfig, TrainingDiverged
+metrics = fit(TrialConfig.from_dict(tree), loggers=[...], callbacks=[...])
+"""
+
+from trainers.config import TrialConfig
+from trainers.errors import TrainingDiverged
+from trainers.fit import METRICS, fit
+
+__all__ = ["METRICS", "TrainingDiverged", "TrialConfig", "fit"]

@@ -1,0 +1,70 @@
+"""`TextDataModule`: a real text corpus, tokenised (byte or BPE) and cached as .npy arrays.
+
+    <cache>/text/<sha256[:16]>-<tokenizer>[<vocab>]-val<fraction>/{train,val}.npy, meta.json
+
+The split is by position: val is the last `val_fraction` of the corpus bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from trainers.config import TextDataConfig
+from trainers.data.cache import cache_root, save_json, save_npy
+from trainers.data.corpora import load_corpus, sha256
+from trainers.data.tokenizer import make_tokenizer
+from trainers.data.windows import WindowDataModule
+
+
+def split(data: bytes, val_fraction: float) -> tuple[bytes, bytes]:
+    cut = len(data) - max(1, round(len(data) * val_fraction))
+    return data[:cut], data[cut:]
+
+
+def tokenized_corpus(cfg: TextDataConfig, root: Path) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(train ids, val ids, meta) of the corpus in `cfg`, from the cache when it is there."""
+    data = load_corpus(cfg.corpus, cfg.path, cfg.max_bytes)
+    digest = sha256(data)
+    tag = "byte" if cfg.tokenizer == "byte" else f"bpe{cfg.bpe_vocab_size}"
+    folder = root / "text" / f"{digest[:16]}-{tag}-val{cfg.val_fraction:g}"
+    meta_path = folder / "meta.json"
+    if meta_path.is_file():
+        meta = json.loads(meta_path.read_text())
+        return np.load(folder / "train.npy", mmap_mode="r"), np.load(folder / "val.npy", mmap_mode="r"), meta
+    train_bytes, val_bytes = split(data, cfg.val_fraction)
+    tok = make_tokenizer(cfg.tokenizer, train_bytes, cfg.bpe_vocab_size, root)
+    train, val = tok.encode(train_bytes), tok.encode(val_bytes)
+    meta = {
+        "corpus": cfg.corpus,
+        "sha256": digest,
+        "bytes": len(data),
+        "tokenizer": cfg.tokenizer,
+        "vocab_size": tok.vocab_size,
+        "train_tokens": len(train),
+        "val_tokens": len(val),
+    }
+    save_npy(folder / "train.npy", train)
+    save_npy(folder / "val.npy", val)
+    save_json(meta_path, meta)  # written last: its presence means the entry is complete
+    return train, val, meta
+
+
+def unigram_entropy(ids: np.ndarray, vocab_size: int) -> float:
+    """Entropy in nats per token of the empirical unigram distribution of `ids`."""
+    counts = np.bincount(np.asarray(ids, dtype=np.int64), minlength=vocab_size).astype(np.float64)
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+class TextDataModule(WindowDataModule):
+    def __init__(self, cfg: TextDataConfig, data_root=None, **kw):
+        super().__init__(seq_len=cfg.seq_len, **kw)
+        self.cfg, self.root = cfg, cache_root(data_root)
+        self.meta: dict = {}
+
+    def arrays(self):
+        train, val, self.meta = tokenized_corpus(self.cfg, self.root)
+        return [train], [val]

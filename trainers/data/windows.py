@@ -1,0 +1,102 @@
+"""Random windows of `seq_len + 1` tokens over one or more token arrays, as whole batches.
+
+Batch `i` is drawn by `numpy.random.default_rng([seed, i])`, so it depends only on the seed and
+its index (identical across runs, independent of workers or restarts). Validation uses a fixed
+seed of its own, so every trial (any seed, any design) is evaluated on the same windows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+VAL_SEED = 0x5A7  # fixed: the validation windows do not depend on the trial seed
+
+
+class WindowSampler:
+    """Draws window starts uniformly over all valid positions of all arrays."""
+
+    def __init__(self, arrays: Sequence[np.ndarray], seq_len: int):
+        self.arrays = list(arrays)
+        self.width = seq_len + 1
+        counts = np.array([max(0, len(a) - self.width + 1) for a in self.arrays], dtype=np.int64)
+        if counts.sum() == 0:
+            sizes = [len(a) for a in self.arrays]
+            raise ValueError(f"no window of {self.width} tokens fits in arrays of sizes {sizes}")
+        self.bounds = np.cumsum(counts)
+
+    def draw(self, rng: np.random.Generator, n: int) -> torch.Tensor:
+        flat = rng.integers(0, self.bounds[-1], size=n)
+        which = np.searchsorted(self.bounds, flat, side="right")
+        starts = flat - np.concatenate([[0], self.bounds[:-1]])[which]
+        rows = [
+            np.asarray(self.arrays[w][s : s + self.width], dtype=np.int64)
+            for w, s in zip(which, starts, strict=True)
+        ]
+        return torch.from_numpy(np.stack(rows))  # [n, seq_len + 1]
+
+
+class WindowBatches(Dataset):
+    """`length` batches of (inputs [B, T], targets [B, T]) drawn from `sampler`."""
+
+    def __init__(self, sampler: WindowSampler, batch_size: int, length: int, seed: int):
+        self.sampler, self.batch_size, self.length, self.seed = sampler, batch_size, length, seed
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: int):
+        rows = self.sampler.draw(np.random.default_rng([self.seed, i]), self.batch_size)
+        return rows[:, :-1], rows[:, 1:]
+
+
+class LMDataModule(pl.LightningDataModule):
+    """Base of every data module: subclasses fill `self.train_set` and `self.val_set` in `setup`.
+
+    `accuracy_metric`: the name under which the module logs answer accuracy (None: not logged).
+    """
+
+    accuracy_metric: str | None = None
+
+    def __init__(self, batch_size: int, train_batches: int, val_batches: int, seed: int):
+        super().__init__()
+        self.batch_size, self.train_batches, self.val_batches, self.seed = (
+            batch_size,
+            train_batches,
+            val_batches,
+            seed,
+        )
+        self.train_set: Dataset | None = None
+        self.val_set: Dataset | None = None
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_set, batch_size=None, shuffle=False, num_workers=0)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=None, shuffle=False, num_workers=0)
+
+
+class WindowDataModule(LMDataModule):
+    """Language modelling over token arrays: subclasses implement `arrays() -> (train, val)`."""
+
+    def __init__(self, seq_len: int, **kw):
+        super().__init__(**kw)
+        self.seq_len = seq_len
+
+    def arrays(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        raise NotImplementedError
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        train, val = self.arrays()
+        self.train_set = WindowBatches(
+            WindowSampler(train, self.seq_len), self.batch_size, self.train_batches, self.seed
+        )
+        self.val_set = WindowBatches(
+            WindowSampler(val, self.seq_len), self.batch_size, self.val_batches, VAL_SEED
+        )

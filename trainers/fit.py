@@ -1,0 +1,127 @@
+"""`fit(config) -> metrics`: one full training run of a trial config, any residual design."""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from collections.abc import Iterable, Mapping
+
+import lightning.pytorch as pl
+import torch
+
+from trainers.callbacks import GateStats, ModelStats, PeakMemory, Throughput
+from trainers.config import TrialConfig
+from trainers.data import build_datamodule
+from trainers.module import LanguageModel, resolve_precision
+
+METRICS = (
+    "train_loss",
+    "val_loss",
+    "val_ppl",
+    "tokens",
+    "tokens_per_s",
+    "peak_mem_mb",
+    "params_total",
+    "params_design",
+    "flops_per_token",
+)
+
+_QUIET = (
+    "lightning.pytorch.utilities.rank_zero",
+    "lightning.pytorch.accelerators.cuda",
+    "lightning.fabric.utilities.seed",
+    "lightning.pytorch.utilities.seed",
+)
+_WARNINGS = (
+    r".*does not have many workers.*",
+    r".*The number of training batches.*log_every_n_steps.*",
+    r".*Checkpoint directory.*exists and is not empty.*",
+    r".*treat the model as a generator.*",
+    r".*isinstance\(treespec, LeafSpec\).*",
+)
+
+
+def _quiet_lightning() -> None:
+    for name in _QUIET:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for pattern in _WARNINGS:
+        warnings.filterwarnings("ignore", message=pattern)
+
+
+def _as_float(value) -> float:
+    return float(value.item() if isinstance(value, torch.Tensor) else value)
+
+
+def fit(
+    config: TrialConfig | Mapping,
+    *,
+    loggers: Iterable = (),
+    callbacks: Iterable = (),
+    data_root=None,
+    checkpoint_path=None,
+    progress_bar: bool = False,
+) -> dict[str, float]:
+    """Trains `config` for its full token budget (`cfg.max_steps` optimizer steps).
+
+    Validates every `train.eval_every` steps and at the end. `loggers` / `callbacks` are
+    extra Lightning loggers and callbacks (the sweep launcher passes an MLFlowLogger and a Ray
+    Tune reporting callback). `data_root` overrides the data cache root ($SATSWEEP_DATA).
+    `checkpoint_path`: where to save the final checkpoint (none is written otherwise).
+
+    Returns the final metrics: those in `METRICS`, `mqar_acc` for MQAR, `peak_mem_delta_mb`,
+    `lr`, and the latest gate statistics of gated designs. Raises `TrainingDiverged` on a
+    NaN/inf loss and `ConfigError` on an invalid mapping.
+    """
+    cfg = config if isinstance(config, TrialConfig) else TrialConfig.from_dict(config)
+    _quiet_lightning()
+    if cfg.train.num_threads is not None:
+        torch.set_num_threads(cfg.train.num_threads)
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+
+    data = build_datamodule(cfg, data_root)
+    module = LanguageModel(cfg, accuracy_metric=data.accuracy_metric)
+    own = [
+        ModelStats(cfg.data.seq_len),
+        Throughput(cfg.tokens_per_step),
+        PeakMemory(),
+        GateStats(cfg.train.gate_stats_every, cfg.train.grad_accum),
+    ]
+    loggers = list(loggers)
+    trainer = pl.Trainer(
+        max_steps=cfg.max_steps,
+        max_epochs=-1,
+        accelerator="auto",
+        devices=1,
+        precision=resolve_precision(cfg.train.precision),
+        accumulate_grad_batches=cfg.train.grad_accum,
+        gradient_clip_val=cfg.train.grad_clip,
+        gradient_clip_algorithm="norm",
+        val_check_interval=cfg.train.eval_every * cfg.train.grad_accum,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        log_every_n_steps=cfg.train.log_every,
+        logger=loggers or False,
+        callbacks=[*own, *callbacks],
+        enable_checkpointing=False,
+        enable_progress_bar=progress_bar,
+        enable_model_summary=False,
+        deterministic=True,
+        default_root_dir=None,
+    )
+    trainer.fit(module, datamodule=data)
+    metrics = {k: _as_float(v) for k, v in trainer.callback_metrics.items()}
+    if module.last_val_step != trainer.global_step:  # the final evaluation, when not just done
+        trainer.validate(module, datamodule=data, verbose=False)
+        metrics.update({k: _as_float(v) for k, v in trainer.callback_metrics.items()})
+    if checkpoint_path is not None:
+        trainer.save_checkpoint(checkpoint_path)
+
+    for cb in own:
+        metrics.update(cb.metrics())
+    metrics["tokens"] = float(module.tokens_seen)
+    metrics["steps"] = float(trainer.global_step)
+    for logger in loggers:
+        logger.log_metrics({k: v for k, v in metrics.items() if math.isfinite(v)}, step=trainer.global_step)
+        logger.finalize("success")
+    return metrics

@@ -1,0 +1,92 @@
+"""`LanguageModel`: the LightningModule of one trial; the same code for every residual design.
+
+Loss: next-token cross-entropy over positions whose target is not -100 (all positions for
+text; the answers only for MQAR). Logs `train_loss`, `val_loss`, `val_ppl`, `tokens`, the
+data module's accuracy metric (`mqar_acc`) and the learning rate `lr`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import lightning.pytorch as pl
+import torch
+import torch.nn.functional as F
+
+from arch import build_model
+from trainers.config import TrialConfig
+from trainers.errors import TrainingDiverged
+from trainers.optim import build_optimizer
+from trainers.schedules import lr_multiplier
+
+IGNORE = -100
+
+
+def resolve_precision(precision: str) -> str:
+    """`auto` -> bf16-mixed on CUDA, 32-true elsewhere."""
+    if precision != "auto":
+        return precision
+    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+
+
+class LanguageModel(pl.LightningModule):
+    def __init__(self, cfg: TrialConfig, accuracy_metric: str | None = None):
+        super().__init__()
+        self.cfg = cfg
+        self.accuracy_metric = accuracy_metric
+        self.model = build_model(cfg.model)
+        # Kept out of the module tree, so parameters are not listed twice.
+        object.__setattr__(self, "_forward", torch.compile(self.model) if cfg.train.compile else self.model)
+        self.record_gates = False  # set by GateStatsCallback on the steps it samples
+        self.last_gates: dict[int, torch.Tensor] | None = None
+        self.last_val_step = -1
+
+    @property
+    def tokens_seen(self) -> int:
+        return self.global_step * self.cfg.tokens_per_step
+
+    def _loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+
+    def training_step(self, batch, batch_idx):
+        inputs, targets = batch
+        if self.record_gates:
+            logits, self.last_gates = self._forward(inputs, return_gates=True)
+        else:
+            logits = self._forward(inputs)
+        loss = self._loss(logits, targets)
+        value = loss.detach().item()
+        if not math.isfinite(value):
+            raise TrainingDiverged(self.global_step, value)
+        self.log("train_loss", loss.detach(), on_step=True, on_epoch=False)
+        self.log("lr", self.lr_schedulers().get_last_lr()[0], on_step=True, on_epoch=False)
+        return loss
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_sums = torch.zeros(3, dtype=torch.float64, device=self.device)  # loss*n, n, right
+
+    def validation_step(self, batch, batch_idx):
+        inputs, targets = batch
+        logits = self._forward(inputs)
+        mask = targets != IGNORE
+        n = mask.sum()
+        right = ((logits.argmax(-1) == targets) & mask).sum()
+        self._val_sums += torch.stack([self._loss(logits, targets).double() * n, n.double(), right.double()])
+
+    def on_validation_epoch_end(self) -> None:
+        """Token-weighted means over the whole validation set."""
+        total, n, right = self._val_sums.tolist()
+        loss = total / max(n, 1.0)
+        self.log("val_loss", loss)
+        self.log("val_ppl", math.exp(min(loss, 80.0)))
+        if self.accuracy_metric is not None:
+            self.log(self.accuracy_metric, right / max(n, 1.0))
+        self.log("tokens", float(self.tokens_seen))
+        self.last_val_step = self.global_step
+
+    def configure_optimizers(self):
+        optimizer = build_optimizer(self.model, self.cfg.train)
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lr_multiplier(self.cfg.train, self.cfg.max_steps)
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
