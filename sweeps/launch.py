@@ -1,0 +1,230 @@
+"""`python -m sweeps.launch studies/<name>.yaml [--set key.path=value ...] [--dry-run]`
+
+Validates the study (exit 2 on any problem, creating nothing), then runs it: Ray Tune trials
+(backend ray, the default) or Optuna's `study.optimize` in this process (backend local), one
+Lightning training per run, recorded in MLflow and the Optuna storage, and ends with the
+Pareto fronts. The same command resumes an interrupted study.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from arch.configtree import ConfigError
+from sweeps.spec import Study, load_study
+
+EXIT_CONFIG = 2
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m sweeps.launch", description=__doc__.split("\n\n")[0])
+    p.add_argument("study", help="a study YAML file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
+    p.add_argument("--dry-run", action="store_true", help="validate, print the trial plan, start nothing")
+    p.add_argument("--print-config", action="store_true", help="print the resolved study and exit")
+    p.add_argument("--backend", choices=("ray", "local"), help="same as --set backend=...")
+    p.add_argument("--ray-address", help="join this Ray cluster (same as --set ray.address=...)")
+    p.add_argument("--max-concurrent", type=int, help="same as --set max_concurrent=...")
+    return p.parse_args(argv)
+
+
+def overrides_of(args) -> list[str]:
+    out = list(args.overrides)
+    if args.backend:
+        out.append(f"backend={args.backend}")
+    if args.ray_address:
+        out.append(f"ray.address={args.ray_address}")
+    if args.max_concurrent:
+        out.append(f"max_concurrent={args.max_concurrent}")
+    return out
+
+
+def concurrency(study: Study, cpus: float | None = None, gpus: float | None = None) -> int:
+    if study.backend == "local":
+        return 1
+    if study.max_concurrent:
+        return study.max_concurrent
+    cpus = cpus or study.ray.num_cpus or os.cpu_count() or 1
+    n = int(cpus // study.resources.cpus)
+    if study.resources.gpus:
+        n = min(n, int((gpus or 0) // study.resources.gpus))
+    return max(1, n)
+
+
+def plan_text(study: Study) -> str:
+    from trainers.config import TrialConfig
+
+    base = TrialConfig.from_dict(study.trial)
+    space = study.search_space
+    lines = [
+        f"study        {study.name}: {study.description}".rstrip(": "),
+        f"sampler      {study.sampler.kind} (seed {study.sampler.seed})",
+        f"space        {len(space)} parameter(s): {', '.join(space.params) or '-'}",
+    ]
+    if study.sampler.kind == "grid":
+        lines.append(f"grid         {len(space.grid(study.trial))} point(s)")
+    lines += [
+        f"points       {study.n_points()} x {study.repeats} seed(s) = {study.n_runs()} trial(s)",
+        f"objectives   {', '.join(f'{o.metric} ({o.direction})' for o in study.objectives)}",
+        f"budget       {base.train.tokens} tokens per trial"
+        f" = {base.max_steps} steps of {base.tokens_per_step}",
+        f"scheduler    {study.scheduler.kind}",
+        f"backend      {study.backend}"
+        + (f" (Ray at {study.ray.address or 'a local Ray started here'})" if study.backend == "ray" else ""),
+        f"resources    {study.resources.cpus:g} CPU, {study.resources.gpus:g} GPU per trial; "
+        f"{concurrency(study)} at a time",
+        f"mlflow       {study.mlflow_uri()} experiment {study.experiment_name!r}",
+        f"optuna       {study.storage_url()} study {study.name!r}",
+        f"results      {study.results_dir()}",
+    ]
+    if study.sampler.kind == "grid":
+        for i, point in enumerate(space.grid(study.trial)[: study.n_points()]):
+            lines.append(f"  point {i:3d}  " + ", ".join(f"{k}={v}" for k, v in point.items()))
+    return "\n".join(lines)
+
+
+class LaunchLock:
+    """One launch per study at a time (on this host): results/<name>/launch.lock."""
+
+    def __init__(self, folder: Path):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / "launch.lock"
+        self.handle = open(self.path, "a+")  # noqa: SIM115 (held for the launch)
+
+    def __enter__(self):
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.handle.seek(0)
+            raise SystemExit(  # noqa: B904
+                f"another launch of this study is running (lock {self.path}, {self.handle.read()})"
+            )
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write(f"pid {os.getpid()}")
+        self.handle.flush()
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+
+
+def launch(study: Study, fit: Callable | None = None, stream=None) -> int:
+    """Runs (or resumes) the study; returns the process exit status."""
+    from sweeps import pareto
+    from sweeps.plan import Plan
+    from sweeps.progress import Progress
+    from sweeps.runner import Driver
+    from sweeps.tracking import Tracker
+
+    stream = stream or sys.stdout
+    launch_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    cluster = None
+    if study.backend == "ray":
+        from sweeps import raytune
+
+        cluster = raytune.connect(study)  # checks the cluster's resources before creating anything
+    with LaunchLock(study.results_dir()):
+        plan = Plan(study, launch_id)
+        recovered = plan.recover()
+        tracker = Tracker(study.mlflow_uri(), study.experiment_name, study.name, launch_id)
+        orphans = tracker.close_orphans()
+        done_before = plan.done()
+        n = concurrency(study, *(cluster or (None, None)))
+        tracker.start_parent(
+            study.to_dict(),
+            {"n_points": study.n_points(), "repeats": study.repeats, "n_runs": study.n_runs(),
+             "sampler": study.sampler.kind, "backend": study.backend, "concurrency": n,
+             "done_before": done_before, "objectives": ",".join(o.metric for o in study.objectives)},
+        )  # fmt: skip
+        progress = Progress(
+            plan.target, done_before, [(o.metric, o.direction) for o in study.objectives], n, stream
+        )
+        if done_before or recovered or orphans:
+            progress.say(
+                f"resuming {study.name}: {done_before} of {plan.target} trials done; "
+                f"{len(recovered)} interrupted trial(s) marked failed and queued again; "
+                f"{len(orphans)} orphaned MLflow run(s) closed"
+            )
+        progress.say(
+            f"{plan.remaining()} trial(s) to run, {n} at a time; MLflow parent run {tracker.parent_id}"
+        )
+        driver = Driver(plan, tracker, progress)
+        status = "FINISHED"
+        try:
+            if study.backend == "local":
+                run_local(plan, driver, fit)
+            else:
+                raytune.run(study, plan, driver, n, fit)
+        except KeyboardInterrupt:
+            status = "KILLED"
+            progress.say("interrupted; the same command resumes the study")
+        finally:
+            summary = (
+                pareto.analyse(study, plan=plan, tracker=tracker, stream=stream)
+                if status == "FINISHED"
+                else {}
+            )
+            tracker.finish_parent(status, {"wall_s": time.time() - progress.start, **summary})
+        progress.say(progress.summary())
+        return 0 if status == "FINISHED" else 130
+
+
+def run_local(plan, driver, fit) -> None:
+    """Backend local: Optuna's study.optimize in this process, one run at a time."""
+    import optuna
+
+    from sweeps.trial import execute
+
+    class TrialFailed(Exception):
+        pass
+
+    def objective(trial: optuna.Trial):
+        run = plan.prepare(trial)
+        task = driver.begin(run)
+        try:
+            outcome = execute(task, fit=fit)
+        except BaseException:
+            driver.interrupt(run)
+            raise
+        values = driver.end(run, outcome)
+        if values is None:
+            raise TrialFailed(outcome.error.splitlines()[0] if outcome.error else outcome.status)
+        return values
+
+    remaining = plan.remaining()
+    if remaining:
+        plan.optuna.optimize(objective, n_trials=remaining, catch=(TrialFailed,), gc_after_trial=True)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        study = load_study(args.study, overrides_of(args))
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return EXIT_CONFIG
+    if args.print_config:
+        print(yaml.safe_dump(study.to_dict(), sort_keys=False), end="")
+        return 0
+    if args.dry_run:
+        print(plan_text(study))
+        return 0
+    try:
+        return launch(study)
+    except ConfigError as err:  # a cluster without the resources a trial asks for
+        print(err, file=sys.stderr)
+        return EXIT_CONFIG
+
+
+if __name__ == "__main__":
+    sys.exit(main())

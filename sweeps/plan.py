@@ -1,0 +1,167 @@
+"""The Optuna side of a study: storage, sampler, the run plan and resume bookkeeping.
+
+One Optuna trial is one run of one point with one seed. Runs of a point share its params and
+its `point` user attribute; `repeat` r uses seed `trial.seed + r`. The grid is enqueued
+(every point x repeat exactly once); for other samplers, the first run of a sampled point
+enqueues its other repeats, so a point's seeds are always run as one set.
+
+A run counts as done when COMPLETE, PRUNED, or FAIL through its own fault (diverged, oom,
+error). A RUNNING trial found at start-up belongs to an earlier launch that died (one launch
+per study at a time, see `launch.lock`): it is marked FAIL with reason `interrupted` and its
+point and seed are enqueued again, so the total ends exactly at n_points x repeats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from sweeps.space import point_id
+from sweeps.spec import Study
+
+INTERRUPTED = "interrupted"
+
+
+def storage(url: str):
+    if url.startswith("journal:"):
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        path = Path(url[len("journal:") :])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(path)))
+    return optuna.storages.RDBStorage(url)
+
+
+def sampler(study: Study):
+    cfg = study.sampler
+    s = optuna.samplers
+    if cfg.kind in ("grid", "random"):  # grid: every point is enqueued; the sampler never samples
+        return s.RandomSampler(seed=cfg.seed)
+    if cfg.kind == "tpe":
+        extra = {} if cfg.n_startup_trials is None else {"n_startup_trials": cfg.n_startup_trials}
+        return s.TPESampler(seed=cfg.seed, **extra)
+    if cfg.kind == "nsga2":
+        extra = {} if cfg.population_size is None else {"population_size": cfg.population_size}
+        return s.NSGAIISampler(seed=cfg.seed, **extra)
+    extra = {} if cfg.n_startup_trials is None else {"n_startup_trials": cfg.n_startup_trials}
+    return s.GPSampler(seed=cfg.seed, **extra)
+
+
+def directions(study: Study) -> list[str]:
+    return [o.direction for o in study.objectives]
+
+
+@dataclasses.dataclass
+class RunSpec:
+    """One asked run: the Optuna trial, its point, repeat and seed."""
+
+    trial: optuna.Trial
+    point: dict
+    point_id: str
+    repeat: int
+    seed: int
+
+    @property
+    def number(self) -> int:
+        return self.trial.number
+
+
+def is_done(t: optuna.trial.FrozenTrial) -> bool:
+    if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
+        return True
+    return t.state == TrialState.FAIL and t.user_attrs.get("fail_reason") != INTERRUPTED
+
+
+class Plan:
+    def __init__(self, study: Study, launch: str):
+        self.study = study
+        self.launch = launch
+        self.space = study.search_space
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        self.storage = storage(study.storage_url())
+        self.optuna = optuna.create_study(
+            study_name=study.name,
+            storage=self.storage,
+            sampler=sampler(study),
+            directions=directions(study),
+            load_if_exists=True,
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            self.optuna.set_metric_names([o.metric for o in study.objectives])
+        self.target = study.n_runs()
+
+    # --- start-up ---------------------------------------------------------------------------
+    def recover(self) -> list[int]:
+        """Marks RUNNING trials of earlier launches FAIL (interrupted) and enqueues them again."""
+        recovered = []
+        for t in self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            self.storage.set_trial_user_attr(t._trial_id, "fail_reason", INTERRUPTED)
+            self.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            recovered.append(t.number)
+            if self.study.sampler.kind != "grid" and "repeat" in t.user_attrs:
+                self.optuna.enqueue_trial(dict(t.params), user_attrs={"repeat": t.user_attrs["repeat"]})
+        if self.study.sampler.kind == "grid":
+            self._enqueue_grid()
+        return recovered
+
+    def _enqueue_grid(self) -> None:
+        taken = {
+            (point_id(t.params), t.user_attrs.get("repeat"))
+            for t in self.optuna.get_trials(deepcopy=False)
+            if is_done(t) or t.state in (TrialState.WAITING, TrialState.RUNNING)
+        }
+        for point in self.space.grid(self.study.trial)[: self.study.n_points()]:
+            for r in range(self.study.repeats):
+                if (point_id(point), r) not in taken:
+                    self.optuna.enqueue_trial(point, user_attrs={"repeat": r})
+
+    # --- counts -----------------------------------------------------------------------------
+    def trials(self):
+        return self.optuna.get_trials(deepcopy=False)
+
+    def done(self) -> int:
+        return sum(is_done(t) for t in self.trials())
+
+    def remaining(self) -> int:
+        return max(0, self.target - self.done())
+
+    # --- one run ----------------------------------------------------------------------------
+    def ask(self) -> RunSpec:
+        return self.prepare(self.optuna.ask())
+
+    def prepare(self, trial: optuna.Trial) -> RunSpec:
+        """Samples (or reads the enqueued) point of an asked trial and fixes its repeat and seed."""
+        point = self.space.suggest(trial, self.study.trial)
+        repeat = trial.user_attrs.get("repeat")
+        if repeat is None:
+            repeat = 0
+            trial.set_user_attr("repeat", 0)
+            for r in range(1, self.study.repeats):
+                self.optuna.enqueue_trial(point, user_attrs={"repeat": r})
+        seed = int(self.study.trial.get("seed", 0)) + int(repeat)
+        pid = point_id(point)
+        trial.set_user_attr("point", pid)
+        trial.set_user_attr("seed", seed)
+        trial.set_user_attr("launch", self.launch)
+        return RunSpec(trial, point, pid, int(repeat), seed)
+
+    def resolved_tree(self, run: RunSpec) -> dict:
+        from trainers.config import TrialConfig
+
+        tree = self.space.apply(self.study.trial, run.point)
+        tree["seed"] = run.seed
+        return TrialConfig.from_dict(tree).to_dict()
+
+    def values(self, metrics: dict) -> list[float] | None:
+        out = []
+        for o in self.study.objectives:
+            if o.metric not in metrics:
+                return None
+            out.append(float(metrics[o.metric]))
+        return out

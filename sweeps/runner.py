@@ -1,0 +1,59 @@
+"""The driver side of one run, shared by both backends: open the child run, record the outcome.
+
+task = driver.begin(run)          # MLflow child run + params + resolved config; progress line
+... the worker trains (sweeps.trial.execute) ...
+driver.end(run, outcome)          # MLflow status/metrics/error, Optuna user attrs; values or None
+"""
+
+from __future__ import annotations
+
+from sweeps.plan import INTERRUPTED, Plan, RunSpec
+from sweeps.progress import Progress
+from sweeps.tracking import Tracker
+from sweeps.trial import Outcome, TrialTask
+
+
+class Driver:
+    def __init__(self, plan: Plan, tracker: Tracker, progress: Progress):
+        self.plan = plan
+        self.tracker = tracker
+        self.progress = progress
+        self.run_ids: dict[int, str] = {}
+
+    def begin(self, run: RunSpec) -> TrialTask:
+        resolved = self.plan.resolved_tree(run)
+        run_id = self.tracker.start_child(run.number, run.point, run.seed, run.point_id, resolved)
+        run.trial.set_user_attr("mlflow_run_id", run_id)
+        self.run_ids[run.number] = run_id
+        self.progress.started(run.number, run.point, run.seed)
+        return TrialTask(
+            number=run.number,
+            run_id=run_id,
+            tracking_uri=self.tracker.uri,
+            resolved=resolved,
+            data_root=self.plan.study.output.data_root,
+        )
+
+    def end(self, run: RunSpec, outcome: Outcome) -> list[float] | None:
+        """Records the outcome; returns the objective values when the run counts for the fronts."""
+        values = None
+        status, error = outcome.status, outcome.error
+        if status == "ok":
+            values = self.plan.values(outcome.metrics)
+            if values is None:
+                missing = [o.metric for o in self.plan.study.objectives if o.metric not in outcome.metrics]
+                status, error = "error", f"objective metrics not reported: {', '.join(missing)}"
+        run.trial.set_user_attr("status", status)
+        run.trial.set_user_attr("wall_s", round(outcome.wall_s, 2))
+        if status not in ("ok", "pruned"):
+            run.trial.set_user_attr("fail_reason", status)
+            run.trial.set_user_attr("error", error[:2000])
+        self.tracker.finish_child(self.run_ids.pop(run.number), status, outcome.metrics, error)
+        self.progress.finished(run.number, run.point, status, outcome.metrics, outcome.wall_s, error)
+        return values
+
+    def interrupt(self, run: RunSpec, reason: str = "launch interrupted") -> None:
+        run.trial.set_user_attr("fail_reason", INTERRUPTED)
+        run_id = self.run_ids.pop(run.number, None)
+        if run_id is not None:
+            self.tracker.finish_child(run_id, "interrupted", {}, f"interrupted: {reason}")

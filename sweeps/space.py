@@ -1,0 +1,367 @@
+"""The search space: parameters named by trial-config key paths, and conditional entries.
+
+    space:
+      model.residual.mode: [static, gated]                     # shorthand for {choices: [...]}
+      model.residual.activation:                               # exists only under mode: gated
+        choices: [relu, sigmoid, tanh]
+        when: {model.residual.mode: gated}
+      train.lr: {low: 1.0e-4, high: 1.0e-2, log: true}         # float (ints give an int range)
+      model.residual:                                          # labelled choices: whole sub-trees
+        choices:
+          baseline: {kind: none}
+          static_layer: {kind: value_residual, mode: static, granularity: layer}
+
+A parameter's name is the key path it sets, so YAML keys, Optuna params and MLflow params are
+the same strings. Labelled choices set the whole mapping at that path (replacing, not merging)
+and the label is what Optuna and MLflow record. `when` maps key paths to a value (or a list of
+values): an earlier parameter's value (its label for labelled choices) or, for any other path,
+the value the trial config holds at that point (defaults included). The space only proposes
+values; `apply` turns a point into a resolved trial tree.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import itertools
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal
+
+from arch.configtree import Issue, choices, join, set_path
+
+_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_SCALAR = (type(None), bool, int, float, str)
+GRID_LIMIT = 100_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    type: str = "categorical"
+    when: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def prepare(cls, data: Mapping, path: str, issues: list[Issue]) -> dict:
+        data = dict(data)
+        if "type" not in data:
+            if "choices" in data:
+                data["type"] = "categorical"
+            elif all(
+                isinstance(data.get(k), int) and not isinstance(data.get(k), bool) for k in ("low", "high")
+            ):
+                data["type"] = "int"
+            else:
+                data["type"] = "float"
+        return data
+
+    @classmethod
+    def resolve_variant(cls, data, path: str, issues: list[Issue]):
+        kinds = {"categorical": CategoricalParam, "int": IntParam, "float": FloatParam}
+        kind = data.get("type")
+        if kind not in kinds:
+            issues.append(Issue(join(path, "type"), f"given {kind!r}; allowed: {choices(kinds)}"))
+            return None
+        return kinds[kind]
+
+    # Interface of every parameter kind.
+    def distribution(self):
+        raise NotImplementedError
+
+    def suggest(self, trial, name: str):
+        raise NotImplementedError
+
+    def grid_values(self) -> list | None:
+        """Every value of a finite parameter; None when it is a continuous range."""
+        raise NotImplementedError
+
+    def corner_values(self) -> list:
+        return self.grid_values() or []
+
+    def value(self, label):
+        """The config value that the sampled value (a label for labelled choices) stands for."""
+        return label
+
+    def active(self, point: Mapping, lookup) -> bool:
+        for key, wanted in self.when.items():
+            have = point[key] if key in point else lookup(key)
+            allowed = wanted if isinstance(wanted, list) else [wanted]
+            if have not in allowed:
+                return False
+        return True
+
+
+@dataclasses.dataclass(frozen=True)
+class CategoricalParam(Param):
+    type: Literal["categorical"] = "categorical"
+    choices: list[Any] | dict[str, Any] = dataclasses.field(default_factory=list)
+
+    def check(self, path: str) -> list[Issue]:
+        labels = self.labels()
+        if not labels:
+            return [Issue(join(path, "choices"), "given no choices; allowed: at least one")]
+        if isinstance(self.choices, list):
+            bad = [c for c in self.choices if not isinstance(c, _SCALAR)]
+            if bad:
+                return [
+                    Issue(
+                        join(path, "choices"),
+                        f"given {bad[0]!r}; list choices must be scalars (use labelled choices "
+                        "`choices: {label: value}` for mappings and lists)",
+                    )
+                ]
+        if len({json.dumps(c, sort_keys=True) for c in labels}) != len(labels):
+            return [Issue(join(path, "choices"), f"given {labels!r}; each choice at most once")]
+        return []
+
+    def labels(self) -> list:
+        return list(self.choices) if isinstance(self.choices, dict) else list(self.choices)
+
+    def distribution(self):
+        from optuna.distributions import CategoricalDistribution
+
+        return CategoricalDistribution(self.labels())
+
+    def suggest(self, trial, name: str):
+        return trial.suggest_categorical(name, self.labels())
+
+    def grid_values(self) -> list:
+        return self.labels()
+
+    def value(self, label):
+        return copy.deepcopy(self.choices[label]) if isinstance(self.choices, dict) else label
+
+
+@dataclasses.dataclass(frozen=True)
+class IntParam(Param):
+    type: Literal["int"] = "int"
+    low: int = 0
+    high: int = 0
+    step: int = dataclasses.field(default=1, metadata={"ge": 1})
+    log: bool = False
+
+    def check(self, path: str) -> list[Issue]:
+        if self.high < self.low:
+            return [Issue(join(path, "high"), f"given {self.high}; allowed: at least low {self.low}")]
+        if self.log and (self.low < 1 or self.step != 1):
+            return [Issue(join(path, "log"), "log scale needs low >= 1 and step 1")]
+        return []
+
+    def distribution(self):
+        from optuna.distributions import IntDistribution
+
+        return IntDistribution(self.low, self.high, log=self.log, step=self.step)
+
+    def suggest(self, trial, name: str):
+        return trial.suggest_int(name, self.low, self.high, step=self.step, log=self.log)
+
+    def grid_values(self) -> list:
+        return list(range(self.low, self.high + 1, self.step))
+
+    def corner_values(self) -> list:
+        return sorted({self.low, self.high - (self.high - self.low) % self.step})
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatParam(Param):
+    type: Literal["float"] = "float"
+    low: float = 0.0
+    high: float = 0.0
+    step: float | None = dataclasses.field(default=None, metadata={"gt": 0})
+    log: bool = False
+
+    def check(self, path: str) -> list[Issue]:
+        if self.high <= self.low:
+            return [Issue(join(path, "high"), f"given {self.high}; allowed: above low {self.low}")]
+        if self.log and self.low <= 0:
+            return [Issue(join(path, "low"), f"given {self.low}; allowed: above 0 with log: true")]
+        if self.log and self.step is not None:
+            return [Issue(join(path, "step"), "given a step with log: true; allowed: one of the two")]
+        return []
+
+    def distribution(self):
+        from optuna.distributions import FloatDistribution
+
+        return FloatDistribution(self.low, self.high, log=self.log, step=self.step)
+
+    def suggest(self, trial, name: str):
+        return trial.suggest_float(name, self.low, self.high, step=self.step, log=self.log)
+
+    def grid_values(self) -> list | None:
+        if self.step is None:
+            return None
+        n = int(math.floor((self.high - self.low) / self.step + 1e-9))
+        return [round(self.low + i * self.step, 12) for i in range(n + 1)]
+
+    def corner_values(self) -> list:
+        return [self.low, self.high]
+
+
+def point_id(point: Mapping) -> str:
+    """A short, stable id of a point (the same params give the same id in every launch)."""
+    text = json.dumps(dict(sorted(point.items())), sort_keys=True, default=str)
+    return "p" + hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+def get_path(tree: Mapping, path: str):
+    node: Any = tree
+    for key in path.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            return _ABSENT
+        node = node[key]
+    return node
+
+
+_ABSENT = object()
+
+
+class SearchSpace:
+    """An ordered mapping of parameter name (a trial key path) -> Param."""
+
+    def __init__(self, params: Mapping[str, Param]):
+        self.params = dict(params)
+
+    def __len__(self) -> int:
+        return len(self.params)
+
+    def check_structure(self, path: str) -> list[Issue]:
+        issues = []
+        names = list(self.params)
+        for i, (name, param) in enumerate(self.params.items()):
+            if not _NAME.fullmatch(name):
+                issues.append(Issue(join(path, name), "not a key path (allowed: names joined by '.')"))
+            for key in param.when:
+                if key == name:
+                    issues.append(
+                        Issue(join(path, f"{name}.when.{key}"), "a parameter cannot depend on itself")
+                    )
+                elif key in self.params and names.index(key) > i:
+                    issues.append(
+                        Issue(
+                            join(path, f"{name}.when.{key}"),
+                            f"{key} comes later in space; list it before {name}",
+                        )
+                    )
+                elif key in self.params:
+                    allowed = self.params[key].grid_values()
+                    wanted = param.when[key] if isinstance(param.when[key], list) else [param.when[key]]
+                    for value in wanted:
+                        if allowed is not None and value not in allowed:
+                            issues.append(
+                                Issue(
+                                    join(path, f"{name}.when.{key}"),
+                                    f"given {value!r}; allowed: {choices(allowed)}",
+                                )
+                            )
+        return issues
+
+    def check_grid(self, path: str, n_trials: int | None) -> list[Issue]:
+        issues = []
+        for name, param in self.params.items():
+            if param.grid_values() is None:
+                issues.append(
+                    Issue(
+                        join(path, name),
+                        "a continuous range cannot be a grid; allowed: a step, choices, "
+                        "or sampler.kind random, tpe, nsga2, gp",
+                    )
+                )
+        if issues:
+            return issues
+        size = len(self.grid())
+        if n_trials is not None and n_trials > size:
+            issues.append(Issue("n_trials", f"given {n_trials}; allowed: at most the grid size {size}"))
+        return issues
+
+    def _points(self, base: Mapping, values_of) -> Iterator[dict]:
+        def expand(i: int, point: dict) -> Iterator[dict]:
+            if i == len(self.params):
+                yield dict(point)
+                return
+            name, param = list(self.params.items())[i]
+            if not param.active(point, self._lookup(base, point)):
+                yield from expand(i + 1, point)
+                return
+            for value in values_of(param):
+                point[name] = value
+                yield from expand(i + 1, point)
+                del point[name]
+
+        return expand(0, {})
+
+    def grid(self, base: Mapping | None = None) -> list[dict]:
+        """Every point exactly once, in YAML order (inactive parameters left out)."""
+        out: list[dict] = []
+        seen: set[str] = set()
+        for point in self._points(base or {}, lambda p: p.grid_values() or []):
+            key = point_id(point)
+            if key not in seen:
+                seen.add(key)
+                out.append(point)
+            if len(out) > GRID_LIMIT:
+                raise ValueError(f"grid larger than {GRID_LIMIT} points")
+        return out
+
+    def corners(self, base: Mapping | None = None, limit: int = 2000) -> list[dict]:
+        """Every categorical choice and both bounds of ranges (all combinations up to `limit`)."""
+        points = list(itertools.islice(self._points(base or {}, lambda p: p.corner_values()), limit + 1))
+        if len(points) <= limit:
+            return points
+        out = []
+        for name, param in self.params.items():
+            for value in param.corner_values():
+                out.append({name: value})
+        return out
+
+    def _lookup(self, base: Mapping, point: Mapping):
+        def lookup(path: str):
+            tree = self.apply(base, point)
+            value = get_path(tree, path)
+            if value is not _ABSENT:
+                return value
+            return _resolved_value(tree, path)
+
+        return lookup
+
+    def apply(self, base: Mapping, point: Mapping) -> dict:
+        """The trial tree of a point: the base tree with each parameter's value set at its path."""
+        tree = copy.deepcopy(dict(base))
+        for name, label in point.items():
+            set_path(tree, name, self.params[name].value(label))
+        return tree
+
+    def suggest(self, trial, base: Mapping) -> dict:
+        """Define-by-run sampling with an Optuna trial; returns the point (labels)."""
+        point: dict = {}
+        for name, param in self.params.items():
+            if not param.active(point, self._lookup(base, point)):
+                continue
+            point[name] = param.suggest(trial, name)
+        return point
+
+    def param_for(self, issue_path: str, point: Mapping) -> str | None:
+        """The parameter of `point` that an issue at `issue_path` (in the trial tree) comes from."""
+        best = None
+        for name in point:
+            if issue_path == name or issue_path.startswith(name + "."):
+                best = name if best is None or len(name) > len(best) else best
+        if best is None:
+            for name in point:
+                if name.startswith(issue_path + "."):
+                    return name
+        return best
+
+
+def _resolved_value(tree: Mapping, path: str):
+    """The value at `path` after the trial config fills in its defaults (None if unresolvable)."""
+    from arch.configtree import ConfigError
+    from trainers.config import TrialConfig
+
+    try:
+        resolved = TrialConfig.from_dict(tree).to_dict()
+    except ConfigError:
+        return None
+    value = get_path(resolved, path)
+    return None if value is _ABSENT else value

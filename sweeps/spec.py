@@ -1,0 +1,391 @@
+"""The study spec: one YAML file -> a typed, validated `Study`.
+
+    name: gate_granularity           # required; names the MLflow experiment and results/<name>/
+    extends: base.yaml               # optional; this file overrides only what differs
+    trial: {seed, model, data, train}   # the base trial config (trainers.TrialConfig)
+    space: {<trial key path>: {choices | low/high/log/step, when}}
+    sampler: {kind: grid | random | tpe | nsga2 | gp, seed}
+    objectives: [{metric: val_loss, direction: minimize}, ...]
+    n_trials, repeats, max_concurrent, scheduler, resources, backend, ray, output
+
+Loading (`load_study`) reads YAML with the safe loader, resolves `extends:` chains, applies
+`--set key.path=value` overrides, parses the tree strictly (arch.configtree) and then validates
+the base trial config and every point of the search space with `TrialConfig.from_dict`, so a
+study that cannot run fails here, naming the file and the full key path, before anything runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from arch.configtree import ConfigError, Issue, choices, dump, join, parse, parse_override, set_path
+from sweeps.space import Param, SearchSpace
+
+KNOWN_METRICS = (
+    "val_loss",
+    "val_ppl",
+    "train_loss",
+    "mqar_acc",
+    "tokens_per_s",
+    "peak_mem_mb",
+    "params_total",
+    "params_design",
+    "flops_per_token",
+)
+SAMPLERS = ("grid", "random", "tpe", "nsga2", "gp")
+
+
+def _field(default, **bounds):
+    return dataclasses.field(default=default, metadata=bounds)
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplerConfig:
+    kind: Literal["grid", "random", "tpe", "nsga2", "gp"] = "grid"
+    seed: int = 0
+    n_startup_trials: int | None = None  # tpe, gp: random points before the model kicks in
+    population_size: int | None = None  # nsga2
+
+    def check(self, path: str) -> list[Issue]:
+        issues = []
+        if self.n_startup_trials is not None and self.kind not in ("tpe", "gp"):
+            issues.append(
+                Issue(join(path, "n_startup_trials"), f"applies only to tpe and gp, not {self.kind}")
+            )
+        if self.population_size is not None and self.kind != "nsga2":
+            issues.append(Issue(join(path, "population_size"), f"applies only to nsga2, not {self.kind}"))
+        return issues
+
+
+@dataclasses.dataclass(frozen=True)
+class Objective:
+    metric: str = "val_loss"
+    direction: Literal["minimize", "maximize"] = "minimize"
+
+    def check(self, path: str) -> list[Issue]:
+        if self.metric not in KNOWN_METRICS:
+            return [Issue(join(path, "metric"), f"given {self.metric!r}; allowed: {choices(KNOWN_METRICS)}")]
+        return []
+
+
+def _default_objectives() -> list[Objective]:
+    return [
+        Objective("val_loss", "minimize"),
+        Objective("tokens_per_s", "maximize"),
+        Objective("peak_mem_mb"),
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class SchedulerConfig:
+    """Early stopping with Ray Tune's ASHA on one metric; time is tokens seen."""
+
+    kind: Literal["none", "asha"] = "none"
+    metric: str = "val_loss"
+    mode: Literal["min", "max"] = "min"
+    grace_tokens: int | None = _field(None, ge=1)  # None: an eighth of the budget
+    reduction_factor: float = _field(3.0, gt=1)
+
+    def check(self, path: str) -> list[Issue]:
+        if self.metric not in KNOWN_METRICS:
+            return [Issue(join(path, "metric"), f"given {self.metric!r}; allowed: {choices(KNOWN_METRICS)}")]
+        return []
+
+
+@dataclasses.dataclass(frozen=True)
+class ResourcesConfig:
+    """What one trial gets (fractions allowed, e.g. gpus: 0.5 packs two trials per GPU)."""
+
+    cpus: float = _field(1.0, gt=0)
+    gpus: float = _field(0.0, ge=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class RayConfig:
+    address: str | None = None  # None: start Ray locally; "auto" or ray://host:port joins a cluster
+    num_cpus: int | None = _field(None, ge=1)  # local Ray only; None: every CPU of this machine
+    num_gpus: int | None = _field(None, ge=0)  # local Ray only; None: every GPU of this machine
+    temp_dir: str | None = None  # Ray's session files (None: Ray's default under /tmp)
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputConfig:
+    """Where results go. Relative paths are taken from the working directory of the launch."""
+
+    mlflow_uri: str = "sqlite:///mlflow.db"
+    experiment: str | None = None  # None: the study name
+    storage: str | None = None  # Optuna: None -> journal file results/<name>/optuna.journal; or an RDB URL
+    dir: str = "results"  # results/<name>/: the Optuna journal, Ray's trial folders, the lock
+    data_root: str | None = None  # passed to trainers.fit (corpus caches, token shards)
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    name: str
+    description: str = ""
+    trial: dict[str, Any] = dataclasses.field(default_factory=dict)
+    space: dict[str, Param] = dataclasses.field(default_factory=dict)
+    sampler: SamplerConfig = SamplerConfig()
+    objectives: list[Objective] = dataclasses.field(default_factory=_default_objectives)
+    n_trials: int | None = _field(None, ge=1)  # points to run; None: the whole grid (grid) / 20
+    repeats: int = _field(1, ge=1)  # runs per point, seeds trial.seed + 0..repeats-1
+    max_concurrent: int | None = _field(None, ge=1)  # None: as many as the resources allow
+    scheduler: SchedulerConfig = SchedulerConfig()
+    resources: ResourcesConfig = ResourcesConfig()
+    backend: Literal["ray", "local"] = "ray"
+    ray: RayConfig = RayConfig()
+    output: OutputConfig = OutputConfig()
+
+    @classmethod
+    def prepare(cls, data: Mapping, path: str, issues: list[Issue]) -> dict:
+        """Shorthand: a list under a space key means {choices: [...]}."""
+        data = dict(data)
+        space = data.get("space")
+        if isinstance(space, Mapping):
+            data["space"] = {k: {"choices": v} if isinstance(v, list) else v for k, v in space.items()}
+        return data
+
+    def check(self, path: str) -> list[Issue]:
+        issues = []
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):
+            issues.append(Issue("name", f"given {self.name!r}; allowed: letters, digits, '_', '-', '.'"))
+        metrics = [o.metric for o in self.objectives]
+        if not metrics:
+            issues.append(Issue("objectives", "given []; allowed: at least one objective"))
+        if len(set(metrics)) != len(metrics):
+            issues.append(Issue("objectives", f"given {metrics}; each metric at most once"))
+        if self.scheduler.kind == "asha" and self.backend == "local":
+            issues.append(
+                Issue(
+                    "scheduler.kind",
+                    "given 'asha' with backend 'local'; allowed: none (ASHA needs backend ray)",
+                )
+            )
+        if self.backend == "local" and (self.max_concurrent or 1) > 1:
+            issues.append(
+                Issue("max_concurrent", f"given {self.max_concurrent}; backend local runs 1 at a time")
+            )
+        if self.backend == "local" and self.resources.gpus not in (0, 1):
+            issues.append(
+                Issue("resources.gpus", f"given {self.resources.gpus}; backend local allows 0 or 1")
+            )
+        if self.ray.address is not None and (self.ray.num_cpus is not None or self.ray.num_gpus is not None):
+            issues.append(Issue("ray.num_cpus", "applies only to a local Ray (ray.address: null)"))
+        return issues
+
+    # --- derived ----------------------------------------------------------------------------
+    @property
+    def search_space(self) -> SearchSpace:
+        return SearchSpace(self.space)
+
+    @property
+    def experiment_name(self) -> str:
+        return self.output.experiment or self.name
+
+    def results_dir(self) -> Path:
+        return Path(self.output.dir).absolute() / self.name
+
+    def storage_url(self) -> str:
+        return self.output.storage or f"journal:{self.results_dir() / 'optuna.journal'}"
+
+    def mlflow_uri(self) -> str:
+        uri = self.output.mlflow_uri
+        if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+            return "sqlite:///" + str(Path(uri[len("sqlite:///") :]).absolute())
+        return uri
+
+    def n_points(self) -> int:
+        if self.n_trials is not None:
+            return self.n_trials
+        if self.sampler.kind == "grid":
+            return len(self.search_space.grid())
+        return 20
+
+    def n_runs(self) -> int:
+        return self.n_points() * self.repeats
+
+    def to_dict(self) -> dict[str, Any]:
+        return dump(self)
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+
+def _read_yaml(path: Path, issues_path: str = "") -> dict:
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ConfigError(
+            [Issue(issues_path or "extends", f"cannot read {str(path)!r}: {err.strerror}")]
+        ) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError([Issue("", f"not valid YAML: {err}")], str(path)) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            [Issue("", f"given {type(data).__name__}; allowed: a mapping at the top")], str(path)
+        )
+    return dict(data)
+
+
+def deep_merge(base: Mapping, over: Mapping) -> dict:
+    """Mappings merge key by key; anything else (lists included) is replaced; null deletes a key."""
+    out = copy.deepcopy(dict(base))
+    for key, value in over.items():
+        if value is None and key in out and isinstance(out[key], Mapping):
+            del out[key]
+        elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def resolve_extends(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    """The raw tree of `path` with its `extends:` chain merged in (relative to each file)."""
+    path = path.absolute()
+    if path in seen:
+        chain = " -> ".join(str(p) for p in (*seen, path))
+        raise ConfigError([Issue("extends", f"cycle: {chain}")], str(seen[-1]))
+    data = _read_yaml(path, "extends" if seen else "")
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str):
+        raise ConfigError([Issue("extends", f"given {parent!r}; allowed: a path to a study file")], str(path))
+    parent_path = (path.parent / parent).resolve()
+    if not parent_path.is_file():
+        raise ConfigError(
+            [Issue("extends", f"given {parent!r}; no such file {str(parent_path)!r}")], str(path)
+        )
+    return deep_merge(resolve_extends(parent_path, (*seen, path)), data)
+
+
+def apply_override(tree: dict, text: str) -> None:
+    """`--set key.path=value`; under `space.` the longest existing parameter name wins."""
+    path, value = parse_override(text)
+    if path.startswith("space.") and isinstance(tree.get("space"), Mapping):
+        rest = path[len("space.") :]
+        names = sorted((n for n in tree["space"] if rest == n or rest.startswith(n + ".")), key=len)
+        if names:
+            name = names[-1]
+            space = tree["space"]
+            if rest == name:
+                space[name] = value
+            else:
+                entry = space[name] if isinstance(space[name], dict) else {"choices": space[name]}
+                set_path(entry, rest[len(name) + 1 :], value)
+                space[name] = entry
+            return
+        tree["space"][rest] = value
+        return
+    set_path(tree, path, value)
+
+
+def load_study(path: str | os.PathLike, overrides: list[str] = ()) -> Study:
+    """Reads, merges, overrides, parses and validates one study file; raises ConfigError."""
+    source = str(path)
+    try:
+        tree = resolve_extends(Path(path))
+        for text in overrides:
+            apply_override(tree, text)
+    except ConfigError as err:
+        raise err if err.source else err.with_source(source) from None
+    return study_from_dict(tree, source)
+
+
+def study_from_dict(tree: Mapping, source: str | None = None) -> Study:
+    study = parse(Study, tree, "", source)
+    issues = validate_points(study)
+    if issues:
+        raise ConfigError(issues, source)
+    return study
+
+
+def validate_points(study: Study) -> list[Issue]:
+    """The base trial config and every point of the space (grid) or every choice and bound."""
+    from trainers.config import TrialConfig
+
+    issues: list[Issue] = []
+    space = study.search_space
+    issues.extend(space.check_structure("space"))
+    if issues:
+        return issues
+    try:
+        base = TrialConfig.from_dict(study.trial)
+    except ConfigError as err:
+        return [Issue(join("trial", i.path) if i.path else "trial", i.problem) for i in err.issues]
+    if study.sampler.kind == "grid":
+        issues.extend(space.check_grid("space", study.n_trials))
+    points = space.grid() if study.sampler.kind == "grid" else space.corners()
+    seen: set[str] = set()
+    for point in points:
+        tree = space.apply(study.trial, point)
+        try:
+            TrialConfig.from_dict(tree)
+        except ConfigError as err:
+            for issue in err.issues:
+                key = (issue.path, issue.problem)
+                if str(key) in seen:
+                    continue
+                seen.add(str(key))
+                where = space.param_for(issue.path, point) or "space"
+                shown = ", ".join(f"{k}={v!r}" for k, v in point.items())
+                issues.append(Issue(join("space", where), f"at point {{{shown}}}: trial.{issue}"))
+    for i, objective in enumerate(study.objectives):
+        if objective.metric == "mqar_acc" and base.data.kind != "mqar":
+            issues.append(
+                Issue(
+                    f"objectives[{i}].metric",
+                    f"given 'mqar_acc' with trial.data.kind {base.data.kind!r}; needs mqar",
+                )
+            )
+    if study.scheduler.kind == "asha":
+        grace = study.scheduler.grace_tokens
+        if grace is not None and grace >= base.train.tokens:
+            issues.append(
+                Issue(
+                    "scheduler.grace_tokens",
+                    f"given {grace}; allowed: below trial.train.tokens {base.train.tokens}",
+                )
+            )
+    issues.extend(_check_resources(study))
+    return issues
+
+
+def _check_resources(study: Study) -> list[Issue]:
+    """Resources a local run can check at load time (a cluster is checked once joined)."""
+    if study.ray.address is not None and study.backend == "ray":
+        return []
+    cpus = study.ray.num_cpus or os.cpu_count() or 1
+    gpus = study.ray.num_gpus if study.ray.num_gpus is not None else local_gpu_count()
+    issues = []
+    if study.resources.cpus > cpus:
+        issues.append(
+            Issue("resources.cpus", f"given {study.resources.cpus}; allowed: at most {cpus} (this machine)")
+        )
+    if study.resources.gpus > gpus:
+        issues.append(
+            Issue("resources.gpus", f"given {study.resources.gpus}; allowed: at most {gpus} (this machine)")
+        )
+    return issues
+
+
+def local_gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:
+        return 0

@@ -1,0 +1,185 @@
+"""MLflow records of a study: one experiment per study, a parent run per launch, a child per trial.
+
+The launcher (driver) owns every run's life: it creates the parent and the children, logs their
+params, tags and the resolved configs, and terminates them with their final status. A trial's
+worker only streams metric curves into its child run (Lightning's MLFlowLogger with `run_id`).
+
+Tags (filter in the UI with e.g. `tags.kind = "value_residual" and tags.pareto_rank = "0"`):
+  parent: sweep.study, sweep.launch, sweep.role=parent, git_commit, host, ...
+  child:  sweep.study, sweep.launch, sweep.role=trial, sweep.trial, sweep.point, sweep.seed,
+          sweep.status (ok | diverged | oom | error | pruned | interrupted), sweep.error,
+          kind, mode, granularity, activation, tap_layer, consumers (from the resolved design),
+          pareto_rank (added by sweeps.pareto; -1 for runs outside every front)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PACKAGES = ("torch", "lightning", "ray", "optuna", "mlflow", "numpy", "satsweep")
+DESIGN_TAG_KEYS = ("kind", "mode", "granularity", "activation", "tap_layer", "consumers")
+
+
+def _quiet_mlflow() -> None:
+    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
+    import logging
+
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def client(uri: str):
+    _quiet_mlflow()
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def git_commit() -> str:
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True
+        ).stdout.strip()
+        return out + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            out[name] = metadata.version(name)
+    return out
+
+
+def machine() -> dict[str, str]:
+    info = {"host": socket.gethostname(), "platform": platform.platform(), "cpus": str(os.cpu_count())}
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            info["gpus"] = f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
+    except Exception:
+        pass
+    return info
+
+
+def design_tags(resolved_trial: Mapping) -> dict[str, str]:
+    residual = resolved_trial.get("model", {}).get("residual", {})
+    return {k: str(residual[k]) for k in DESIGN_TAG_KEYS if k in residual}
+
+
+class Tracker:
+    """MLflow client for one launch of one study (driver side)."""
+
+    def __init__(self, uri: str, experiment: str, study: str, launch: str):
+        self.uri = uri
+        self.client = client(uri)
+        self.study = study
+        self.launch = launch
+        found = self.client.get_experiment_by_name(experiment)
+        self.experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
+        self.parent_id: str | None = None
+
+    # --- parent -----------------------------------------------------------------------------
+    def start_parent(self, study_dict: Mapping, plan: Mapping[str, Any]) -> str:
+        tags = {
+            "mlflow.runName": f"{self.study}/{self.launch}",
+            "sweep.study": self.study,
+            "sweep.launch": self.launch,
+            "sweep.role": "parent",
+            "git_commit": git_commit(),
+            "command": " ".join(sys.argv),
+            **{f"machine.{k}": v for k, v in machine().items()},
+            **{f"version.{k}": v for k, v in versions().items()},
+        }
+        run = self.client.create_run(self.experiment_id, tags=tags)
+        self.parent_id = run.info.run_id
+        for key, value in plan.items():
+            self.client.log_param(self.parent_id, key, str(value)[:6000])
+        self.log_text(self.parent_id, yaml.safe_dump(dict(study_dict), sort_keys=False), "study.yaml")
+        return self.parent_id
+
+    def finish_parent(self, status: str, summary: Mapping[str, float]) -> None:
+        for key, value in summary.items():
+            self.client.log_metric(self.parent_id, key, float(value))
+        self.client.set_terminated(self.parent_id, status)
+
+    # --- children ---------------------------------------------------------------------------
+    def start_child(self, number: int, point: Mapping, seed: int, pid: str, resolved: Mapping) -> str:
+        tags = {
+            "mlflow.runName": f"trial-{number:03d}",
+            "mlflow.parentRunId": self.parent_id,
+            "sweep.study": self.study,
+            "sweep.launch": self.launch,
+            "sweep.role": "trial",
+            "sweep.trial": str(number),
+            "sweep.point": pid,
+            "sweep.seed": str(seed),
+            "sweep.status": "running",
+            **design_tags(resolved),
+        }
+        run = self.client.create_run(self.experiment_id, tags=tags, run_name=tags["mlflow.runName"])
+        run_id = run.info.run_id
+        for key, value in {**point, "seed": seed}.items():
+            self.client.log_param(run_id, key, json.dumps(value) if not isinstance(value, str) else value)
+        self.log_text(run_id, yaml.safe_dump(dict(resolved), sort_keys=False), "config.yaml")
+        return run_id
+
+    def finish_child(self, run_id: str, status: str, metrics: Mapping[str, float], error: str = "") -> None:
+        stamp = int(time.time() * 1000)
+        for key, value in metrics.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.client.log_metric(run_id, f"final/{key}", float(value), timestamp=stamp)
+        self.client.set_tag(run_id, "sweep.status", status)
+        if error:
+            self.client.set_tag(run_id, "sweep.error", error[:4900])
+            self.log_text(run_id, error, "error.txt")
+        mlflow_status = {"ok": "FINISHED", "pruned": "KILLED", "interrupted": "KILLED"}.get(status, "FAILED")
+        self.client.set_terminated(run_id, mlflow_status)
+
+    def close_orphans(self) -> list[str]:
+        """Runs of this study still RUNNING from an earlier launch: marked KILLED with the reason."""
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`sweep.study` = '{self.study}' and attributes.status = 'RUNNING'",
+            max_results=5000,
+        )
+        closed = []
+        for run in runs:
+            if run.data.tags.get("sweep.launch") == self.launch:
+                continue
+            reason = f"interrupted: launch {run.data.tags.get('sweep.launch')} ended before this run finished"
+            self.client.set_tag(run.info.run_id, "sweep.status", "interrupted")
+            self.client.set_tag(run.info.run_id, "sweep.error", reason)
+            self.client.set_terminated(run.info.run_id, "KILLED")
+            closed.append(run.info.run_id)
+        return closed
+
+    def log_text(self, run_id: str, text: str, name: str) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / name
+            path.write_text(text)
+            self.client.log_artifact(run_id, str(path))
+
+    def log_file(self, run_id: str, path: str | Path, folder: str | None = None) -> None:
+        self.client.log_artifact(run_id, str(path), folder)

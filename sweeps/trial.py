@@ -1,0 +1,113 @@
+"""One trial, worker side: resolved tree -> trainers.fit with MLflow logging and progress reports.
+
+`execute` never raises for a failing trial: divergence (NaN/inf), out-of-memory and any other
+error come back as an outcome with a status and the error text, so the study goes on and the
+driver records the failure in MLflow and Optuna.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Report = Callable[[dict[str, Any]], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialTask:
+    """Everything a worker needs for one run (plain, picklable)."""
+
+    number: int
+    run_id: str
+    tracking_uri: str
+    resolved: dict[str, Any]  # the full trial tree (TrialConfig.to_dict())
+    data_root: str | None = None
+
+
+@dataclasses.dataclass
+class Outcome:
+    status: str  # ok | diverged | oom | error
+    metrics: dict[str, float]
+    error: str = ""
+    wall_s: float = 0.0
+
+
+def scalar_metrics(source: Mapping) -> dict[str, float]:
+    out = {}
+    for key, value in source.items():
+        try:
+            number = float(value.item() if hasattr(value, "item") else value)
+        except (TypeError, ValueError, RuntimeError):
+            continue
+        out[key] = number
+    return out
+
+
+def report_callback(report: Report):
+    """A Lightning callback that hands the logged metrics to `report` after each validation."""
+    import lightning.pytorch as pl
+
+    class ReportOnValidation(pl.Callback):
+        def on_validation_end(self, trainer, pl_module):
+            if trainer.sanity_checking:
+                return
+            metrics = scalar_metrics(trainer.callback_metrics)
+            if "val_loss" in metrics:
+                report(metrics)
+
+    return ReportOnValidation()
+
+
+def default_fit():
+    import trainers
+
+    return trainers.fit
+
+
+def execute(task: TrialTask, report: Report | None = None, fit: Callable | None = None) -> Outcome:
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    from trainers.config import TrialConfig
+
+    start = time.time()
+    fit = fit or default_fit()
+    config = TrialConfig.from_dict(task.resolved)
+    logger = MLFlowLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
+    callbacks = [report_callback(report)] if report is not None else []
+    try:
+        metrics = scalar_metrics(
+            fit(config, loggers=[logger], callbacks=callbacks, data_root=task.data_root) or {}
+        )
+        bad = [k for k, v in metrics.items() if k.endswith("loss") and not math.isfinite(v)]
+        if bad:
+            return Outcome("diverged", metrics, f"{bad[0]} is {metrics[bad[0]]}", time.time() - start)
+        return Outcome("ok", metrics, "", time.time() - start)
+    except Exception as err:  # the study goes on; the driver records why this trial failed
+        return Outcome(classify(err), {}, _describe(err), time.time() - start)
+
+
+def classify(err: BaseException) -> str:
+    try:
+        from trainers import TrainingDiverged
+    except ImportError:  # pragma: no cover
+        TrainingDiverged = ()  # noqa: N806
+    if TrainingDiverged and isinstance(err, TrainingDiverged):
+        return "diverged"
+    try:
+        import torch
+
+        if isinstance(err, torch.OutOfMemoryError):
+            return "oom"
+    except (ImportError, AttributeError):  # pragma: no cover
+        pass
+    if isinstance(err, MemoryError) or "out of memory" in str(err).lower():
+        return "oom"
+    return "error"
+
+
+def _describe(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}\n\n" + "".join(traceback.format_exception(err))
