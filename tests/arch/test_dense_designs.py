@@ -1,0 +1,273 @@
+"""Facts of the dense designs beyond the shared harness: patterns, inits, formulas, references."""
+
+import copy
+
+import pytest
+import torch
+
+from arch import ConfigError, ModelConfig, build_model
+from arch.designs.denseformer import dwa_inputs
+from tests.arch.design_examples import HARNESS_MODEL
+
+
+def make(residual, seed=0, **overrides):
+    torch.manual_seed(seed)
+    return build_model({**HARNESS_MODEL, **overrides, "residual": copy.deepcopy(residual)})
+
+
+def tokens(batch=2, length=16, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, HARNESS_MODEL["vocab_size"], (batch, length), generator=g)
+
+
+def randomise_(module, seed=7):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+
+
+# --- DenseFormer -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("block", "dilation", "expected"),
+    [
+        (1, 1, (0, 1)),
+        (4, 1, (0, 1, 2, 3, 4)),
+        (4, 2, (0, 2, 4)),
+        (5, 2, (1, 3, 5)),
+        (5, 3, (2, 5)),
+        (1, 4, (1,)),
+    ],
+)
+def test_denseformer_dilation_keeps_every_kth_output_aligned_on_the_current_block(block, dilation, expected):
+    assert dwa_inputs(block, dilation) == expected
+
+
+@pytest.mark.parametrize(
+    ("n_layers", "dilation", "period", "blocks", "kept"),
+    [
+        (4, 1, 1, ["1", "2", "3", "4"], {0, 1, 2, 3}),
+        (4, 2, 1, ["1", "2", "3", "4"], {0, 1, 2}),  # X_3 and X_4 have no later reader
+        (4, 1, 2, ["2", "4"], {0, 1, 2, 3}),
+        (4, 2, 2, ["2", "4"], {0, 2}),  # odd outputs are never averaged
+        (6, 3, 3, ["3", "6"], {0, 3}),
+    ],
+)
+def test_denseformer_period_and_the_outputs_it_keeps_alive(n_layers, dilation, period, blocks, kept):
+    design = make({"kind": "denseformer", "dilation": dilation, "period": period}, n_layers=n_layers).residual
+    assert list(design.alphas) == blocks
+    assert set(design.last_reader) == kept
+
+
+@pytest.mark.parametrize("n_layers", [1, 4, 12, 48])
+def test_denseformer_param_count_is_the_papers_l_l_plus_3_over_2(n_layers):
+    design = make({"kind": "denseformer"}, n_layers=n_layers).residual
+    assert sum(p.numel() for p in design.parameters()) == n_layers * (n_layers + 3) // 2
+
+
+def test_denseformer_identity_init_survives_model_init():
+    design = make({"kind": "denseformer", "dilation": 2}).residual
+    for w in design.alphas.values():
+        assert w[-1].item() == 1.0 and not w[:-1].any()
+
+
+def reference_dwa(h0, outs, alphas, dilation, period):
+    """The official DWAModules accumulators: group r holds X_j with j % k == r, in order."""
+    groups = {r: [] for r in range(dilation)}
+    groups[0].append(h0)
+    x = h0
+    for index, out in enumerate(outs):
+        b = index + 1
+        x = x + out
+        groups[b % dilation].append(x)
+        if b % period == 0:
+            x = sum(w * xj for w, xj in zip(alphas[str(b)], groups[b % dilation], strict=True))
+    return x
+
+
+@pytest.mark.parametrize(("dilation", "period"), [(1, 1), (2, 1), (1, 2), (2, 2), (3, 1)])
+def test_denseformer_matches_the_official_accumulators(dilation, period):
+    n_layers = 6
+    design = make({"kind": "denseformer", "dilation": dilation, "period": period}, n_layers=n_layers).residual
+    randomise_(design)
+    g = torch.Generator().manual_seed(0)
+    h0 = torch.randn(2, 5, 32, generator=g)
+    outs = [torch.randn(2, 5, 32, generator=g) for _ in range(n_layers)]
+    state = design.begin(h0)
+    peak = 0
+    for i, out in enumerate(outs):
+        design.add_mlp(i, state, out)
+        peak = max(peak, len(state.outputs))
+    expected = reference_dwa(h0, outs, dict(design.alphas), dilation, period)
+    torch.testing.assert_close(design.end(state), expected)
+    assert peak <= len(design.last_reader)
+    assert not state.outputs  # every kept output is released after its last reader
+
+
+def test_denseformer_rejects_dilation_beyond_depth():
+    with pytest.raises(ConfigError, match=r"model\.residual\.dilation: given 5 with n_layers 4"):
+        ModelConfig.from_dict({**HARNESS_MODEL, "residual": {"kind": "denseformer", "dilation": 5}})
+    with pytest.raises(ConfigError, match=r"model\.residual\.period: given 0"):
+        ModelConfig.from_dict({**HARNESS_MODEL, "residual": {"kind": "denseformer", "period": 0}})
+
+
+# --- MUDDFormer --------------------------------------------------------------------------------
+
+
+def test_muddformer_init_w2_zero_prior_on_current_layer_w1_fan_in():
+    model = make({"kind": "muddformer"}, d_model=64, n_heads=4)
+    design = model.residual
+    for i, (w2, prior) in enumerate(zip(design.w2, design.prior, strict=True)):
+        assert not w2.any()
+        assert prior.shape == (1 if i == 3 else 4, i + 2)
+        assert torch.equal(prior[:, -1], torch.ones(prior.shape[0])) and not prior[:, :-1].any()
+    w1 = torch.cat([w.flatten() for w in design.w1])
+    assert abs(w1.std().item() - 64**-0.5) < 0.1 * 64**-0.5
+
+
+@pytest.mark.parametrize(
+    ("residual", "widths"),
+    [
+        # qkvr: C (i + 2) = 8, 12, 16; last layer C = 1, (L + 1) x 4 = 20; each rounded up to 64
+        ({"kind": "muddformer"}, [64, 64, 64, 64]),
+        ({"kind": "muddformer", "hidden_round": False}, [8, 12, 16, 20]),
+        ({"kind": "muddformer", "hidden_round": False, "expand_last": False}, [8, 12, 16, 5]),
+        ({"kind": "muddformer", "streams": "r", "hidden_round": False}, [2, 3, 4, 20]),
+    ],
+)
+def test_muddformer_hidden_widths_follow_the_official_code(residual, widths):
+    design = make(residual).residual
+    assert [w.shape[0] for w in design.w1] == widths
+
+
+def test_muddformer_rounding_always_rounds_up_as_the_official_code():
+    # 16 layers, qkvr: layer 14 has C (i + 2) = 64, which the official `(h // 64 + 1) * 64` makes 128
+    design = make({"kind": "muddformer"}, n_layers=16).residual
+    assert design.w1[14].shape[0] == 128
+    assert design.w1[13].shape[0] == 64  # 60 -> 64
+
+
+def test_muddformer_param_formula_by_hand():
+    # D = 32, L = 4, qkvr, unrounded: sum_i D H_i + H_i C_i (i+2) + C_i (i+2)
+    design = make({"kind": "muddformer", "hidden_round": False}).residual
+    by_hand = sum(32 * h + h * o + o for h, o in [(8, 8), (12, 12), (16, 16), (20, 5)])
+    assert sum(p.numel() for p in design.parameters()) == by_hand == design.expected_param_count()
+
+
+def test_muddformer_streams_match_the_official_einsum():
+    design = make({"kind": "muddformer"}).residual
+    randomise_(design)
+    g = torch.Generator().manual_seed(0)
+    h0 = torch.randn(2, 5, 32, generator=g)
+    state = design.begin(h0, record_gates=True)
+    hiddens = [h0]
+    for i in range(4):
+        out = torch.randn(2, 5, 32, generator=g)
+        hiddens.append(state.h + out)
+        design.add_mlp(i, state, out)
+        dw = state.gates[i]  # [C, B, T, L]
+        expected = torch.einsum("LBTD,CBTL->CBTD", torch.stack(hiddens), dw)  # official training path
+        got = torch.stack([state.q, state.k, state.v, state.h]) if i < 3 else state.h[None]
+        torch.testing.assert_close(got, expected)
+        if i < 3:
+            assert len({id(state.q), id(state.k), id(state.v), id(state.h)}) == 4
+    assert not state.history  # released after the last layer
+
+
+# --- Hyper-Connections -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stream_index", "reads"), [("sublayer", [0, 1, 2, 0, 1, 2, 0, 1]), ("block", [0, 0, 1, 1, 2, 2, 0, 0])]
+)
+def test_hc_static_init_layer_k_reads_stream_k_mod_n(stream_index, reads):
+    design = make({"kind": "hyper_connections", "expansion_rate": 3, "stream_index": stream_index}).residual
+    a_m, a_r = design.static_alpha[:, :, 0], design.static_alpha[:, :, 1:]
+    assert a_m.argmax(dim=1).tolist() == reads and a_m.sum().item() == len(reads)
+    assert torch.equal(a_r, torch.eye(3).expand_as(a_r))
+    assert torch.equal(design.static_beta, torch.ones(8, 3))
+
+
+def test_hc_dynamic_init_w_zero_scale_001():
+    design = make({"kind": "hyper_connections", "mode": "dynamic"}).residual
+    assert not design.alpha_fn.any() and not design.beta_fn.any()
+    assert torch.equal(design.alpha_scale, torch.full((8,), 0.01))
+    assert torch.equal(design.beta_scale, torch.full((8,), 0.01))
+
+
+@pytest.mark.parametrize("mode", ["static", "dynamic"])
+def test_hc_n1_at_init_is_the_baseline_exactly(mode):
+    model = make({"kind": "hyper_connections", "mode": mode, "expansion_rate": 1}, seed=2)
+    baseline = make({"kind": "none"}, seed=2)
+    baseline.load_state_dict(model.state_dict(), strict=False)
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens()), baseline(tokens()), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_hc_init_with_n_streams_is_the_baseline_up_to_the_final_norm(n):
+    # All n streams equal the baseline stream at init, so their sum is n h: RMSNorm undoes the n
+    # up to its eps (which acts as eps / n^2; at init scale eps = 1e-6 moves logits by ~1e-3).
+    model = make({"kind": "hyper_connections", "mode": "static", "expansion_rate": n}, seed=2, norm_eps=1e-12)
+    baseline = make({"kind": "none"}, seed=2, norm_eps=1e-12)
+    baseline.load_state_dict(model.state_dict(), strict=False)
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens()), baseline(tokens()), rtol=1e-4, atol=1e-5)
+
+
+def test_hc_dynamic_width_and_depth_match_the_paper_equations():
+    design = make({"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 3}).residual
+    randomise_(design)
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(2, 5, 3, 32, generator=g)
+    out = torch.randn(2, 5, 32, generator=g)
+    state = design.begin(torch.zeros(2, 5, 32))
+    state.h = h
+    x = design.mlp_input(1, state)  # wrapper 3
+    design.add_mlp(1, state, out)
+    s = 3
+    h_bar = torch.nn.functional.rms_norm(h, (32,), design.norm_weight[s], 1e-6)
+    alpha = design.alpha_scale[s] * torch.tanh(torch.einsum("btnd,dm->btnm", h_bar, design.alpha_fn[s]))
+    alpha = alpha + design.static_alpha[s]  # [B, T, n, n+1]
+    beta = design.beta_scale[s] * torch.tanh(torch.einsum("btnd,d->btn", h_bar, design.beta_fn[s, :, 0]))
+    beta = beta + design.static_beta[s]  # [B, T, n]
+    torch.testing.assert_close(x, torch.einsum("btn,btnd->btd", alpha[..., 0], h))
+    expected = torch.einsum("btn,btd->btnd", beta, out) + torch.einsum("btnm,btnd->btmd", alpha[..., 1:], h)
+    torch.testing.assert_close(state.h, expected)
+
+
+@pytest.mark.parametrize(
+    ("mode", "n", "count"), [("static", 1, 24), ("static", 4, 192), ("dynamic", 4, 2000)]
+)
+def test_hc_param_formula_by_hand(mode, n, count):
+    # D = 32, L = 4 -> 8 wrappers; static n (n + 2); dynamic adds D (n + 1) + D + D + 2
+    design = make({"kind": "hyper_connections", "mode": mode, "expansion_rate": n}).residual
+    assert sum(p.numel() for p in design.parameters()) == count == design.expected_param_count()
+
+
+def test_hc_config_errors_name_the_key():
+    with pytest.raises(ConfigError, match=r"model\.residual\.dynamic_scale: applies only to mode 'dynamic'"):
+        ModelConfig.from_dict(
+            {
+                **HARNESS_MODEL,
+                "residual": {"kind": "hyper_connections", "mode": "static", "dynamic_scale": 0.1},
+            }
+        )
+    with pytest.raises(ConfigError, match=r"model\.residual\.expansion_rate: given 0"):
+        ModelConfig.from_dict(
+            {**HARNESS_MODEL, "residual": {"kind": "hyper_connections", "expansion_rate": 0}}
+        )
+
+
+# --- all three ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "residual",
+    [{"kind": "denseformer"}, {"kind": "muddformer"}, {"kind": "hyper_connections", "mode": "dynamic"}],
+)
+def test_dense_weights_are_not_decayed(residual):
+    design = make(residual).residual
+    assert {id(p) for p in design.no_decay_parameters()} == {id(p) for p in design.parameters()}
