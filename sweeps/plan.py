@@ -110,6 +110,11 @@ class Plan:
             self._enqueue_grid()
         return recovered
 
+    def requeue(self, run: RunSpec) -> None:
+        """An interrupted run of a sampled point is run again (the grid re-enqueues at start-up)."""
+        if self.study.sampler.kind != "grid":
+            self.optuna.enqueue_trial(run.point, user_attrs={"repeat": run.repeat})
+
     def _enqueue_grid(self) -> None:
         taken = {
             (point_id(t.params), t.user_attrs.get("repeat"))

@@ -53,7 +53,16 @@ class Progress:
         self.running.add(number)
         self.say(f"trial {number} started: {point_label(point)}, seed {seed}")
 
-    def finished(self, number: int, point: Mapping, status: str, metrics: Mapping, wall_s: float, error=""):
+    def finished(
+        self,
+        number: int,
+        point: Mapping,
+        status: str,
+        metrics: Mapping,
+        wall_s: float,
+        error="",
+        train_s=None,
+    ):
         self.running.discard(number)
         key = "ok" if status == "ok" else "pruned" if status == "pruned" else "failed"
         self.counts[key] += 1
@@ -65,7 +74,8 @@ class Progress:
             if self.best is None or value < self.best[0]:
                 self.best = (value, number, point_label(point))
         detail = shown if status != "failed" else error.splitlines()[0][:120] if error else ""
-        self.say(f"trial {number} {status} in {fmt_s(wall_s)}: {detail}")
+        inner = f" (training {fmt_s(train_s)})" if train_s is not None else ""
+        self.say(f"trial {number} {status} in {fmt_s(wall_s)}{inner}: {detail}")
         self.say(self.summary())
 
     def summary(self) -> str:

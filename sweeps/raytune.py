@@ -1,9 +1,215 @@
-"""Backend ray (placeholder while being written)."""
+"""Backend ray: each run is a Ray Tune trial; Optuna proposes points through an ask/tell searcher.
+
+`PlanSearcher` is a Ray Tune `Searcher` over the study's `Plan`: `suggest` asks Optuna for the
+next run (enqueued grid points and repeats first), opens its MLflow child run and hands the
+worker a plain task; `on_trial_complete` records the outcome and tells Optuna (COMPLETE with
+the objective values, PRUNED when ASHA stopped it, FAIL with the reason otherwise). The worker
+(`trainable`) trains with `trainers.fit`, reporting to Tune after every validation (`tokens`
+is ASHA's time), and ends with one last report carrying `sweep_status`: a run whose last
+result lacks it was stopped early and never enters a front.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import warnings
+from pathlib import Path
+
+from arch.configtree import ConfigError, Issue
+from sweeps.trial import Outcome, TrialTask, execute
+
+FINAL_KEYS = ("sweep_status", "sweep_error", "sweep_wall_s")
 
 
-def connect(study):
-    raise NotImplementedError
+def connect(study) -> tuple[float, float]:
+    """Starts (or joins) Ray; refuses a cluster without what one trial asks for."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # local Ray: no token-auth warning
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables; sweeps.progress reports
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    import ray
+
+    kwargs = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True}
+    if study.ray.address is None:
+        kwargs.update(include_dashboard=False, num_cpus=study.ray.num_cpus, num_gpus=study.ray.num_gpus)
+        if study.ray.temp_dir:
+            kwargs["_temp_dir"] = str(Path(study.ray.temp_dir).absolute())
+        root = str(Path(__file__).resolve().parents[1])
+        kwargs["runtime_env"] = {
+            "env_vars": {"PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+        }
+    else:
+        kwargs["address"] = study.ray.address
+    if not ray.is_initialized():
+        ray.init(**kwargs)
+    res = ray.cluster_resources()
+    cpus, gpus = float(res.get("CPU", 0)), float(res.get("GPU", 0))
+    issues = []
+    if study.resources.cpus > cpus:
+        issues.append(
+            Issue("resources.cpus", f"given {study.resources.cpus:g}; allowed: at most {cpus:g} (cluster)")
+        )
+    if study.resources.gpus > gpus:
+        issues.append(
+            Issue("resources.gpus", f"given {study.resources.gpus:g}; allowed: at most {gpus:g} (cluster)")
+        )
+    if issues:
+        ray.shutdown()
+        raise ConfigError(issues)
+    return cpus, gpus
 
 
-def run(study, plan, driver, n, fit):
-    raise NotImplementedError
+def trainable(config: dict, fit=None) -> None:
+    from ray import tune
+
+    task = TrialTask(**config["task"])
+    outcome = execute(task, report=tune.report, fit=fit)
+    tune.report(
+        {**outcome.metrics, "sweep_status": outcome.status, "sweep_error": outcome.error[:4000],
+         "sweep_wall_s": outcome.wall_s}
+    )  # fmt: skip
+
+
+def _searcher_class():
+    from ray.tune.search import Searcher
+
+    class PlanSearcher(Searcher):
+        def __init__(self, plan, driver, limit: int, metric: str, mode: str):
+            super().__init__(metric=metric, mode=mode)
+            self.plan = plan
+            self.driver = driver
+            self.limit = limit
+            self.asked = 0
+            self.runs = {}
+
+        def suggest(self, trial_id: str):
+            if self.asked >= self.limit:
+                return Searcher.FINISHED
+            run = self.plan.ask()
+            task = self.driver.begin(run)
+            self.runs[trial_id] = run
+            self.asked += 1
+            return {"task": dataclasses.asdict(task)}
+
+        def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False):
+            run = self.runs.pop(trial_id, None)
+            if run is None:
+                return
+            outcome = outcome_of(result, error)
+            values = self.driver.end(run, outcome)
+            self.tell(run, outcome, values)
+
+        def tell(self, run, outcome: Outcome, values) -> None:
+            from optuna.trial import TrialState
+
+            if values is not None:
+                self.plan.optuna.tell(run.trial, values)
+            elif outcome.status == "pruned":
+                self.plan.optuna.tell(run.trial, state=TrialState.PRUNED)
+            else:
+                self.plan.optuna.tell(run.trial, state=TrialState.FAIL)
+
+        def save(self, checkpoint_path: str) -> None:  # the state lives in the Optuna storage
+            pass
+
+        def restore(self, checkpoint_path: str) -> None:
+            pass
+
+        def abandon(self, reason: str) -> int:
+            """Runs still open when Tune stopped (Ctrl-C): interrupted, queued again next launch."""
+            from optuna.trial import TrialState
+
+            n = 0
+            for run in self.runs.values():
+                self.driver.interrupt(run, reason)
+                self.plan.optuna.tell(run.trial, state=TrialState.FAIL)
+                n += 1
+            self.runs.clear()
+            return n
+
+    return PlanSearcher
+
+
+def outcome_of(result: dict | None, error: bool) -> Outcome:
+    result = dict(result or {})
+    metrics = {
+        k: float(v)
+        for k, v in result.items()
+        if k not in FINAL_KEYS
+        and _number(v)
+        and not k.startswith(("time_", "timestamp", "training_iteration", "pid", "done", "iterations"))
+    }
+    if "sweep_status" in result:
+        return Outcome(
+            str(result["sweep_status"]),
+            metrics,
+            str(result.get("sweep_error", "")),
+            float(result.get("sweep_wall_s", 0.0)),
+        )
+    wall = float(result.get("time_total_s", 0.0))
+    if error:
+        return Outcome(
+            "error", metrics, "the Ray trial failed outside training (see Ray's trial folder)", wall
+        )
+    return Outcome("pruned", metrics, "", wall)
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def run(study, plan, driver, concurrency: int, fit=None) -> None:
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+    from ray.tune.search import ConcurrencyLimiter
+
+    from trainers.config import TrialConfig
+
+    limit = plan.remaining()
+    if not limit:
+        return
+    first = study.objectives[0]
+    metric = study.scheduler.metric if study.scheduler.kind == "asha" else first.metric
+    mode = (
+        study.scheduler.mode
+        if study.scheduler.kind == "asha"
+        else ("min" if first.direction == "minimize" else "max")
+    )
+    searcher = _searcher_class()(plan, driver, limit, metric, mode)
+    scheduler = None
+    if study.scheduler.kind == "asha":
+        budget = TrialConfig.from_dict(study.trial).train.tokens
+        scheduler = ASHAScheduler(
+            time_attr="tokens",
+            metric=metric,
+            mode=mode,
+            max_t=budget + 1,  # + 1: the last validation (at the budget) must not be a stop
+            grace_period=study.scheduler.grace_tokens or max(1, budget // 8),
+            reduction_factor=study.scheduler.reduction_factor,
+        )
+    resources = {"cpu": study.resources.cpus, "gpu": study.resources.gpus}
+    tuner = tune.Tuner(
+        tune.with_resources(tune.with_parameters(trainable, fit=fit), resources),
+        tune_config=tune.TuneConfig(
+            search_alg=ConcurrencyLimiter(searcher, max_concurrent=concurrency),
+            scheduler=scheduler,
+            num_samples=limit,
+            reuse_actors=True,
+            trial_name_creator=lambda t: f"trial_{t.config['task']['number']:03d}",
+            trial_dirname_creator=lambda t: f"trial_{t.config['task']['number']:03d}",
+        ),
+        run_config=tune.RunConfig(
+            name=f"launch-{plan.launch}",
+            storage_path=str(study.results_dir() / "ray"),
+            verbose=0,
+            failure_config=tune.FailureConfig(max_failures=0),
+        ),
+    )
+    try:
+        tuner.fit()
+    finally:
+        left = searcher.abandon("Ray Tune stopped before this trial finished")
+    if left:
+        raise KeyboardInterrupt

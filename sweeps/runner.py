@@ -7,6 +7,8 @@ driver.end(run, outcome)          # MLflow status/metrics/error, Optuna user att
 
 from __future__ import annotations
 
+import time
+
 from sweeps.plan import INTERRUPTED, Plan, RunSpec
 from sweeps.progress import Progress
 from sweeps.tracking import Tracker
@@ -19,12 +21,14 @@ class Driver:
         self.tracker = tracker
         self.progress = progress
         self.run_ids: dict[int, str] = {}
+        self.began: dict[int, float] = {}
 
     def begin(self, run: RunSpec) -> TrialTask:
         resolved = self.plan.resolved_tree(run)
         run_id = self.tracker.start_child(run.number, run.point, run.seed, run.point_id, resolved)
         run.trial.set_user_attr("mlflow_run_id", run_id)
         self.run_ids[run.number] = run_id
+        self.began[run.number] = time.time()
         self.progress.started(run.number, run.point, run.seed)
         return TrialTask(
             number=run.number,
@@ -44,16 +48,21 @@ class Driver:
                 missing = [o.metric for o in self.plan.study.objectives if o.metric not in outcome.metrics]
                 status, error = "error", f"objective metrics not reported: {', '.join(missing)}"
         run.trial.set_user_attr("status", status)
-        run.trial.set_user_attr("wall_s", round(outcome.wall_s, 2))
+        wall = time.time() - self.began.pop(run.number, time.time())
+        run.trial.set_user_attr("train_s", round(outcome.wall_s, 2))
+        run.trial.set_user_attr("wall_s", round(wall, 2))
         if status not in ("ok", "pruned"):
             run.trial.set_user_attr("fail_reason", status)
             run.trial.set_user_attr("error", error[:2000])
-        self.tracker.finish_child(self.run_ids.pop(run.number), status, outcome.metrics, error)
-        self.progress.finished(run.number, run.point, status, outcome.metrics, outcome.wall_s, error)
+        run_id = self.run_ids.pop(run.number)
+        self.tracker.client.log_metric(run_id, "sweep/wall_s", wall)
+        self.tracker.finish_child(run_id, status, outcome.metrics, error)
+        self.progress.finished(run.number, run.point, status, outcome.metrics, wall, error, outcome.wall_s)
         return values
 
     def interrupt(self, run: RunSpec, reason: str = "launch interrupted") -> None:
         run.trial.set_user_attr("fail_reason", INTERRUPTED)
+        self.plan.requeue(run)
         run_id = self.run_ids.pop(run.number, None)
         if run_id is not None:
             self.tracker.finish_child(run_id, "interrupted", {}, f"interrupted: {reason}")
