@@ -1,0 +1,310 @@
+"""`python -m bench.designs`: the cost of every residual design, as ratios to the baseline.
+
+Measures in one process, interleaved (round r runs every design once, in a rotated order) so
+that machine drift cancels out in the ratios:
+
+- train tokens/s: forward + backward + AdamW step (the trainer's parameter groups);
+- forward tokens/s: inference forward under no_grad;
+- peak memory of a training step. CUDA: the allocator's peak (`max_memory_allocated`).
+  CPU: the process's resident set size, sampled every 1 ms by a thread and combined with the
+  kernel's high-water mark; only one design's model and optimizer exist at a time, and the
+  delta is taken over the RSS before the model was built. glibc's malloc is pinned to a fixed
+  mmap threshold (the script re-executes itself with MALLOC_MMAP_THRESHOLD_) so freed tensors
+  return to the OS and one design's peak does not hide in the next one's;
+- parameters (total, added by the design), model FLOPs per token (6N + attention term) and the
+  achieved fraction of this machine's matmul peak, measured in the same run with a large GEMM.
+
+Writes the same numbers as JSON (`--json`), optionally logs them to MLflow (`--mlflow-uri`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import psutil
+import torch
+
+from arch import build_model
+from trainers.callbacks import flops_per_token
+from trainers.config import TrainConfig
+from trainers.optim import build_optimizer
+
+MIB = 1 << 20
+MMAP_THRESHOLD = "65536"
+
+# One representative configuration per design family; `--designs` picks a subset.
+DESIGNS = {
+    "baseline": {"kind": "none"},
+    "resformer": {"kind": "value_residual", "mode": "static"},
+    "resformer_learned": {"kind": "value_residual", "mode": "static", "coefficient": "learned"},
+    "satformer": {"kind": "value_residual", "mode": "gated", "granularity": "token_head"},
+    "satformer_token": {"kind": "value_residual", "mode": "gated", "granularity": "token"},
+    "denseformer": {"kind": "denseformer"},
+    "muddformer": {"kind": "muddformer"},
+    "hc_static": {"kind": "hyper_connections", "mode": "static", "expansion_rate": 4},
+    "hc_dynamic": {"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 4},
+}
+TARGETS = {"satformer": (0.97, 1.03), "resformer": (0.97, 1.03)}  # (min train speed, max memory)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m bench.designs", description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", default="mini")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--steps", type=int, default=3, help="timed steps per design per round")
+    p.add_argument("--repeats", type=int, default=5, help="rounds")
+    p.add_argument("--designs", default=",".join(DESIGNS), help="comma-separated names of DESIGNS")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    p.add_argument("--compile", action="store_true", help="torch.compile each model")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: as is)")
+    p.add_argument("--json", default=None, help="write the results here")
+    p.add_argument("--mlflow-uri", default=None, help="log the results as one MLflow run")
+    return p.parse_args(argv)
+
+
+class PeakMeter:
+    """Peak memory of a code region, in bytes (see the module docstring for the method)."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.proc = device, psutil.Process()
+        self.peak = 0
+
+    def rss(self) -> int:
+        return self.proc.memory_info().rss
+
+    def __enter__(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            return self
+        import threading
+
+        self.peak = self.rss()
+        self._halt = threading.Event()
+
+        def sample():
+            while not self._halt.is_set():
+                self.peak = max(self.peak, self.rss())
+                self._halt.wait(0.001)
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.peak = torch.cuda.max_memory_allocated(self.device)
+            return
+        self._halt.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.rss())
+
+    def in_use(self) -> int:
+        return torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else self.rss()
+
+
+def matmul_peak_flops(device: torch.device, dtype: torch.dtype) -> float:
+    """Achieved FLOP/s of a large square GEMM (the best of a few), this run's hardware ceiling."""
+    n = 8192 if device.type == "cuda" else 2048
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    best = float("inf")
+    for _ in range(4):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t = time.perf_counter()
+        a @ b
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        best = min(best, time.perf_counter() - t)
+    return 2 * n**3 / best
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_design(name, residual, args, device, autocast_dtype) -> dict[str, float]:
+    """One round of one design: build, warm up, time training and forward, measure memory."""
+    gc.collect()
+    meter = PeakMeter(device)
+    before = meter.in_use()
+    torch.manual_seed(0)
+    model = build_model({"preset": args.preset, "max_seq_len": max(args.seq_len, 256), "residual": residual})
+    model = model.to(device)
+    opt = build_optimizer(model, TrainConfig())
+    forward = torch.compile(model) if args.compile else model
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, model.cfg.vocab_size, (args.batch, args.seq_len + 1), generator=g).to(device)
+    inputs, targets = x[:, :-1], x[:, 1:]
+
+    def step():
+        with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            logits = forward(inputs)
+        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    step()  # optimizer state, allocator warm-up, compile
+    with meter:
+        _sync(device)
+        t = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        _sync(device)
+        train_s = (time.perf_counter() - t) / args.steps
+    with (
+        torch.no_grad(),
+        torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None),
+    ):
+        forward(inputs)
+        _sync(device)
+        t = time.perf_counter()
+        for _ in range(args.steps):
+            forward(inputs)
+        _sync(device)
+        fwd_s = (time.perf_counter() - t) / args.steps
+    counts = model.param_counts()
+    tokens = args.batch * args.seq_len
+    out = {
+        "train_tokens_per_s": tokens / train_s,
+        "forward_tokens_per_s": tokens / fwd_s,
+        "peak_mem_mb": meter.peak / MIB,
+        "peak_mem_delta_mb": (meter.peak - before) / MIB,
+        "params_total": counts["total"],
+        "params_design": counts["design"],
+        "flops_per_token": flops_per_token(model, args.seq_len),
+    }
+    return out  # the model and optimizer die with this frame
+
+
+def summarize(rounds: dict[str, list[dict]], peak_flops: float) -> dict[str, dict]:
+    """Medians per design, and per-round ratios to the baseline (median and min-max spread)."""
+    base = rounds["baseline"]
+    out = {}
+    for name, rs in rounds.items():
+        med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+        speed = [r["train_tokens_per_s"] / b["train_tokens_per_s"] for r, b in zip(rs, base, strict=True)]
+        fwd = [r["forward_tokens_per_s"] / b["forward_tokens_per_s"] for r, b in zip(rs, base, strict=True)]
+        mem = [r["peak_mem_delta_mb"] / b["peak_mem_delta_mb"] for r, b in zip(rs, base, strict=True)]
+        med.update(
+            train_speed_ratio=statistics.median(speed),
+            train_speed_spread=[min(speed), max(speed)],
+            forward_speed_ratio=statistics.median(fwd),
+            memory_ratio=statistics.median(mem),
+            memory_spread=[min(mem), max(mem)],
+            mfu=med["flops_per_token"] * med["train_tokens_per_s"] / peak_flops,
+        )
+        out[name] = med
+    return out
+
+
+def table(summary: dict[str, dict]) -> str:
+    head = (
+        f"{'design':18s} {'params':>9s} {'+design':>8s} {'train tok/s':>11s} {'x base':>6s} {'spread':>13s}"
+        f" {'fwd x':>6s} {'peak MiB':>9s} {'step MiB':>9s} {'x base':>6s} {'spread':>13s} {'MFU':>6s}"
+    )
+    lines = [head, "-" * len(head)]
+    for name, s in summary.items():
+        sp, ms = s["train_speed_spread"], s["memory_spread"]
+        lines.append(
+            f"{name:18s} {s['params_total']:>9.0f} {s['params_design']:>8.0f}"
+            f" {s['train_tokens_per_s']:>11.0f}"
+            f" {s['train_speed_ratio']:>6.3f} {sp[0]:>6.3f}-{sp[1]:<6.3f} {s['forward_speed_ratio']:>6.3f}"
+            f" {s['peak_mem_mb']:>9.1f} {s['peak_mem_delta_mb']:>9.1f} {s['memory_ratio']:>6.3f}"
+            f" {ms[0]:>6.3f}-{ms[1]:<6.3f} {s['mfu']:>6.2%}"
+        )
+    return "\n".join(lines)
+
+
+def target_lines(summary) -> list[str]:
+    lines = []
+    for name, (speed, memory) in TARGETS.items():
+        if name in summary:
+            s = summary[name]
+            ok = s["train_speed_ratio"] >= speed and s["memory_ratio"] <= memory
+            lines.append(
+                f"target {name}: train speed {s['train_speed_ratio']:.3f} (>= {speed}), "
+                f"step memory {s['memory_ratio']:.3f} (<= {memory}): {'met' if ok else 'MISSED'}"
+            )
+    return lines
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if os.environ.get("MALLOC_MMAP_THRESHOLD_") != MMAP_THRESHOLD and sys.platform == "linux":
+        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": MMAP_THRESHOLD}
+        os.execve(sys.executable, [sys.executable, "-m", "bench.designs", *sys.argv[1:]], env)
+    names = [n.strip() for n in args.designs.split(",") if n.strip()]
+    unknown = [n for n in names if n not in DESIGNS]
+    if unknown or "baseline" not in names:
+        print(f"--designs: unknown {unknown}; allowed: {', '.join(DESIGNS)} (baseline required)")
+        return 2
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.device == "auto":
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    else:
+        device = torch.device(args.device)
+    autocast_dtype = torch.bfloat16 if device.type == "cuda" else None
+    peak = matmul_peak_flops(device, autocast_dtype or torch.float32)
+    rounds: dict[str, list[dict]] = {n: [] for n in names}
+    for r in range(args.repeats):
+        order = names[r % len(names) :] + names[: r % len(names)]  # rotate: no design always first
+        for name in order:
+            rounds[name].append(run_design(name, DESIGNS[name], args, device, autocast_dtype))
+    peak = max(peak, matmul_peak_flops(device, autocast_dtype or torch.float32))
+    summary = summarize(rounds, peak)
+    meta = {
+        "preset": args.preset,
+        "batch": args.batch,
+        "seq_len": args.seq_len,
+        "steps": args.steps,
+        "repeats": args.repeats,
+        "device": torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else platform.processor() or "cpu",
+        "threads": torch.get_num_threads(),
+        "compile": args.compile,
+        "precision": "bf16-autocast" if autocast_dtype else "fp32",
+        "matmul_peak_gflops": peak / 1e9,
+        "torch": torch.__version__,
+    }
+    print(f"{meta}\n{table(summary)}")
+    print("\n".join(target_lines(summary)))
+    result = {"meta": meta, "designs": summary, "rounds": rounds, "configs": {n: DESIGNS[n] for n in names}}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    if args.mlflow_uri:
+        log_to_mlflow(result, args.mlflow_uri)
+    return 0
+
+
+def log_to_mlflow(result: dict, uri: str) -> None:
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment("bench.designs")
+    with mlflow.start_run(run_name=f"designs-{result['meta']['preset']}"):
+        mlflow.log_params(result["meta"])
+        for name, s in result["designs"].items():
+            mlflow.log_metrics(
+                {f"{k}/{name}": v for k, v in s.items() if isinstance(v, (int, float))},
+            )
+        mlflow.log_dict(result, "bench_designs.json")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
