@@ -3,7 +3,8 @@
 Step `s` counts optimizer steps from 0 to `max_steps - 1`; `W = round(warmup_frac * max_steps)`.
 
 - warmup (all schedules): `m(s) = (s + 1) / W` for `s < W`
-- cosine:   `m(s) = r + (1 - r) * 0.5 * (1 + cos(pi * p))`, `p = (s - W) / (max_steps - W)`, r = min_lr_ratio
+- cosine:   `m(s) = r + (1 - r) * 0.5 * (1 + cos(pi * p))`, `p = (s - W) / (max_steps - 1 - W)`,
+            r = min_lr_ratio
 - wsd:      warmup, then 1 (stable), then linear from 1 to r over the last
             `round(decay_frac * max_steps)` steps
 - constant: warmup, then 1
@@ -22,7 +23,7 @@ def _warmup(max_steps: int, frac: float) -> int:
 
 
 def cosine(max_steps: int, warmup: int, min_ratio: float, decay_steps: int) -> Callable[[int], float]:
-    span = max(1, max_steps - warmup)
+    span = max(1, max_steps - 1 - warmup)  # p = 1 at the last step
 
     def f(step: int) -> float:
         p = min(1.0, (step - warmup) / span)

