@@ -1,0 +1,38 @@
+"""A stand-in for trainers.fit with the same contract, instant and deterministic (tests only).
+
+val_loss: 3.0, minus 0.2 for value_residual designs, plus 0.01 * seed; tokens_per_s: 1000 for the
+baseline and 900 otherwise; peak_mem_mb: 100 (+10 for value_residual). `train.lr >= 1` diverges.
+FAKE_FIT_SLEEP (seconds) makes every run take that long (for kill/resume tests).
+"""
+
+import os
+import time
+from types import SimpleNamespace
+
+from trainers import TrainingDiverged
+
+
+def fit(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_path=None):
+    if config.train.lr >= 1.0:
+        raise TrainingDiverged(3, float("nan"))
+    gated = config.model.residual.kind != "none"
+    final = {
+        "val_loss": 3.0 - 0.2 * gated + 0.01 * config.seed,
+        "tokens_per_s": 900.0 if gated else 1000.0,
+        "peak_mem_mb": 110.0 if gated else 100.0,
+        "params_total": 1000.0,
+    }
+    steps = 4
+    pause = float(os.environ.get("FAKE_FIT_SLEEP", "0")) / steps
+    for step in range(1, steps + 1):
+        time.sleep(pause)
+        tokens = config.train.tokens * step / steps
+        metrics = {**final, "val_loss": final["val_loss"] + (steps - step) * 0.5, "tokens": tokens}
+        for logger in loggers:
+            logger.log_metrics(metrics, step=step)
+        trainer = SimpleNamespace(sanity_checking=False, callback_metrics=metrics)
+        for cb in callbacks:
+            cb.on_validation_end(trainer, None)
+    for logger in loggers:
+        logger.finalize("success")
+    return {**final, "tokens": float(config.train.tokens)}

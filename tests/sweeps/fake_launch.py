@@ -1,0 +1,10 @@
+"""`python -m tests.sweeps.fake_launch STUDY.yaml`: the launcher with the stand-in fit (tests only)."""
+
+import sys
+
+from sweeps.launch import launch
+from sweeps.spec import load_study
+from tests.sweeps.fake_fit import fit
+
+if __name__ == "__main__":
+    sys.exit(launch(load_study(sys.argv[1], sys.argv[2:]), fit=fit))

@@ -1,0 +1,122 @@
+"""Study spec: every shipped study validates; every bad study fails with its expected message."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from arch.configtree import ConfigError
+from sweeps import launch
+from sweeps.spec import load_study
+
+ROOT = Path(__file__).resolve().parents[2]
+STUDIES = sorted((ROOT / "studies").glob("*.yaml"))
+BAD = sorted((Path(__file__).parent / "bad_studies").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.name)
+def test_every_shipped_study_loads_and_validates(path):
+    study = load_study(path)
+    assert study.n_runs() >= 1
+    assert launch.plan_text(study)
+
+
+@pytest.mark.parametrize("path", BAD, ids=lambda p: p.stem)
+def test_bad_study_fails_at_load_with_file_and_key_path(path):
+    expected = re.findall(r"^# expect: (.*)$", path.read_text(), re.M)
+    assert expected, f"{path.name} has no '# expect:' line"
+    with pytest.raises(ConfigError) as err:
+        load_study(path)
+    text = str(err.value)
+    assert str(path) in text
+    for fragment in expected:
+        assert fragment in text
+
+
+def test_cli_exits_2_and_creates_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    bad = Path(__file__).parent / "bad_studies" / "gated_static_granularity.yaml"
+    assert launch.main([str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "space.model.residual.granularity" in err and "allowed pairs" in err
+    assert list(tmp_path.iterdir()) == []  # no mlflow.db, no results/, no Optuna journal
+
+
+def test_safe_loader_never_executes(tmp_path):
+    marker = Path("/tmp/sweeps-pwned")
+    marker.unlink(missing_ok=True)
+    with pytest.raises(ConfigError):
+        load_study(Path(__file__).parent / "bad_studies" / "python_tag.yaml")
+    assert not marker.exists()
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+BASE = """
+name: base
+trial:
+  model: {preset: tiny, n_layers: 2, d_model: 64, n_heads: 2, d_ff: 128, max_seq_len: 32}
+  data: {kind: mqar, seq_len: 32, vocab: 64, num_kv_pairs: 4}
+  train: {tokens: 4096, batch_size: 8, lr: 0.003}
+space:
+  model.residual.kind: [none, value_residual]
+repeats: 2
+"""
+
+
+def test_extends_overrides_only_what_differs_and_set_wins(tmp_path):
+    write(tmp_path / "base.yaml", BASE)
+    child = write(
+        tmp_path / "child.yaml",
+        "extends: base.yaml\nname: child\ntrial: {train: {lr: 0.01}}\nrepeats: 3\n",
+    )
+    study = load_study(
+        child, ["trial.train.batch_size=4", "space.model.residual.kind.choices=[value_residual]"]
+    )
+    assert study.name == "child" and study.repeats == 3
+    assert study.trial["train"] == {"tokens": 4096, "batch_size": 4, "lr": 0.01}
+    assert study.trial["data"]["kind"] == "mqar"
+    assert study.search_space.grid() == [{"model.residual.kind": "value_residual"}]
+
+
+def test_extends_cycle_is_an_error(tmp_path):
+    write(tmp_path / "a.yaml", "extends: b.yaml\nname: a\n")
+    write(tmp_path / "b.yaml", "extends: a.yaml\nname: b\n")
+    with pytest.raises(ConfigError, match="extends: cycle"):
+        load_study(tmp_path / "a.yaml")
+
+
+def test_bad_override_names_the_key(tmp_path):
+    path = write(tmp_path / "s.yaml", BASE)
+    with pytest.raises(
+        ConfigError, match=r"s.yaml: trial.train.batch_size: given 'many'; allowed: an integer"
+    ):
+        load_study(path, ["trial.train.batch_size=many"])
+    with pytest.raises(ConfigError, match="allowed: key.path=value"):
+        load_study(path, ["repeats"])
+
+
+def test_print_config_round_trips(tmp_path, capsys):
+    path = write(tmp_path / "s.yaml", BASE)
+    assert launch.main([str(path), "--print-config", "--set", "repeats=4"]) == 0
+    printed = capsys.readouterr().out
+    again = write(tmp_path / "again.yaml", printed)
+    assert load_study(again) == load_study(path, ["repeats=4"])
+
+
+def test_dry_run_prints_the_plan_and_creates_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path / "s.yaml", BASE)
+    assert launch.main([str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "2 x 2 seed(s) = 4 trial(s)" in out and "point   1  model.residual.kind=value_residual" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
+
+
+def test_minimal_study_has_defaults(tmp_path):
+    study = load_study(write(tmp_path / "m.yaml", "name: minimal\ntrial: {data: {kind: mqar}}\n"))
+    assert [o.metric for o in study.objectives] == ["val_loss", "tokens_per_s", "peak_mem_mb"]
+    assert study.n_runs() == 1 and study.backend == "ray" and study.sampler.kind == "grid"
