@@ -84,6 +84,10 @@ class LanguageModel(pl.LightningModule):
         self.log("tokens", float(self.tokens_seen))
         self.last_val_step = self.global_step
 
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # The resolved trial config travels with the weights, so a checkpoint alone rebuilds the model.
+        checkpoint["trial_config"] = self.cfg.to_dict()
+
     def configure_optimizers(self):
         optimizer = build_optimizer(self.model, self.cfg.train)
         schedule = torch.optim.lr_scheduler.LambdaLR(
