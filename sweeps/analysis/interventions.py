@@ -27,14 +27,17 @@ def gate_hook(model, hook: Callable[[int, torch.Tensor], torch.Tensor] | None):
 
 
 @torch.no_grad()
-def mean_loss(model, batches: Iterable[torch.Tensor]) -> float:
-    """Mean next-token cross-entropy (nats) over token batches [B, T+1]."""
+def mean_loss(model, batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> float:
+    """Token-weighted mean cross-entropy (nats) over (inputs [B, T], targets [B, T]) batches;
+    targets of -100 (MQAR's non-answer positions) do not count."""
     model.eval()
     total, count = 0.0, 0
-    for batch in batches:
-        logits = model(batch[:, :-1])
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten(), reduction="sum")
-        total, count = total + float(loss), count + batch[:, 1:].numel()
+    for inputs, targets in batches:
+        logits = model(inputs)
+        loss = F.cross_entropy(
+            logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100, reduction="sum"
+        )
+        total, count = total + float(loss), count + int((targets != -100).sum())
     return total / count
 
 

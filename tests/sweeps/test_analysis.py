@@ -67,8 +67,8 @@ def test_zeroed_gates_reproduce_the_baseline_loss_from_the_same_weights():
     torch.manual_seed(0)
     baseline = build_model(MODEL)
     baseline.load_state_dict(model.state_dict(), strict=False)
-    data = batches()
-    gates, _ = collect_gates(model, [b[:, :-1] for b in data])
+    data = [(b[:, :-1], b[:, 1:]) for b in batches()]
+    gates, _ = collect_gates(model, [inputs for inputs, _ in data])
     means = {layer: s["mean"] for layer, s in gate_statistics(gates).items()}
     rows = {r["intervention"].split("=")[0]: r for r in run_interventions(model, data, means)}
     assert rows["zero"]["val_loss"] == mean_loss(baseline, data)

@@ -1,0 +1,199 @@
+"""`python -m sweeps.analyze <mlflow run id | checkpoint.ckpt>`: what did the gates learn?
+
+Loads a trained trial (its final checkpoint carries the resolved trial config) and its held-out
+data, then writes, under `--out` (default `results/analysis/<run or file name>/`) and, for a
+run id (or `--log-run ID`), as artifacts under `analysis/` of that MLflow run:
+
+- gate statistics per layer and KV head (mean, fraction exactly zero, quantiles), a heatmap
+  (layer x head) and a depth profile;
+- gate strength by token category (structural / functional / semantic, see
+  `sweeps.analysis.categories`), text data only;
+- interventions: validation loss and perplexity with the gates as trained, zeroed, replaced by
+  their per-layer-per-head mean, and by a constant (`--constant`, default the global mean gate);
+- for static designs (ResFormer) the coefficients per layer.
+
+A summary is printed. Exit status 2 when the run or checkpoint cannot be found or read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from arch import build_model
+from sweeps.analysis import plots
+from sweeps.analysis.categories import categorize, gate_by_category
+from sweeps.analysis.gate_stats import collect_gates, gate_statistics, summary_rows
+from sweeps.analysis.interventions import mean_loss, run_interventions
+from trainers.config import TextDataConfig, TrialConfig
+from trainers.data import build_datamodule
+
+CHECKPOINT_ARTIFACT = "checkpoint/final.ckpt"  # where the launcher logs a trial's final weights
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m sweeps.analyze", description=__doc__.split("\n\n")[0])
+    p.add_argument("target", help="an MLflow run id or a checkpoint file")
+    p.add_argument("--tracking-uri", default="sqlite:///mlflow.db")
+    p.add_argument("--batches", type=int, default=None, help="held-out batches (default: the trial's)")
+    p.add_argument("--constant", type=float, default=None, help="gate value of the constant intervention")
+    p.add_argument("--out", default=None, help="folder for the outputs")
+    p.add_argument("--log-run", default=None, help="log the outputs to this MLflow run (default: the target)")
+    p.add_argument("--data-root", default=None)
+    return p.parse_args(argv)
+
+
+def load_trial(target: str, tracking_uri: str) -> tuple[TrialConfig, torch.nn.Module, str | None]:
+    """(config, model with the trained weights, run id or None) of a checkpoint or an MLflow run."""
+    path, run_id = Path(target), None
+    if not path.is_file():
+        import mlflow
+
+        mlflow.set_tracking_uri(tracking_uri)
+        run_id = target
+        local = tempfile.mkdtemp(prefix="satsweep-analyze-")
+        path = Path(
+            mlflow.artifacts.download_artifacts(
+                run_id=run_id, artifact_path=CHECKPOINT_ARTIFACT, dst_path=local
+            )
+        )
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    if "trial_config" not in ckpt:
+        raise ValueError(f"{path}: no trial_config in this checkpoint (not written by trainers.fit)")
+    cfg = TrialConfig.from_dict(ckpt["trial_config"], source=str(path))
+    model = build_model(cfg.model)
+    state = {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    model.load_state_dict(state)
+    return cfg, model.eval(), run_id
+
+
+def held_out_batches(cfg: TrialConfig, data_root, n: int | None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    data = build_datamodule(cfg, data_root)
+    data.setup("validate")
+    batches = list(data.val_dataloader())
+    return batches[:n] if n else batches
+
+
+def token_decoder(cfg: TrialConfig, data_root):
+    """id -> text of one token, for the token categories (text data only; else None)."""
+    if not isinstance(cfg.data, TextDataConfig):
+        return None
+    if cfg.data.tokenizer == "byte":
+        return lambda t: bytes([t]).decode("latin-1")
+    from trainers.data.cache import cache_root
+    from trainers.data.corpora import load_corpus
+    from trainers.data.text import split
+    from trainers.data.tokenizer import make_tokenizer
+
+    train_bytes, _ = split(
+        load_corpus(cfg.data.corpus, cfg.data.path, cfg.data.max_bytes), cfg.data.val_fraction
+    )
+    tok = make_tokenizer("bpe", train_bytes, cfg.data.bpe_vocab_size, cache_root(data_root))
+    return lambda t: tok.decode([t])
+
+
+@torch.no_grad()
+def static_coefficients(model) -> list[dict[str, float]]:
+    design = model.residual
+    mix = getattr(design, "mix", None)
+    if mix is None or not hasattr(mix, "lambda_tap"):
+        return []
+    return [
+        {
+            "layer": layer + 1,
+            "lambda_tap": float(mix.lambda_tap[j].mean()),
+            "lambda_self": float(mix.lambda_self[j].mean()),
+        }
+        for j, layer in enumerate(design.consumers)
+    ]
+
+
+def write_csv(path: Path, rows: list[dict]) -> Path:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def analyze(cfg: TrialConfig, model, batches, decode, out: Path, constant: float | None = None) -> dict:
+    """Runs every analysis that applies to the design; writes files to `out`; returns the summary."""
+    out.mkdir(parents=True, exist_ok=True)
+    summary: dict = {"design": cfg.model.residual.kind, "val_loss": mean_loss(model, batches)}
+    coeffs = static_coefficients(model)
+    if coeffs:
+        summary["static_coefficients"] = coeffs
+        write_csv(out / "static_coefficients.csv", coeffs)
+        plots.static_coefficients(coeffs, out / "static_coefficients.png")
+    if not hasattr(model.residual, "gate_hook") or cfg.model.residual.mode != "gated":
+        (out / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary
+    gates, tokens = collect_gates(model, [inputs for inputs, _ in batches])
+    stats = gate_statistics(gates)
+    rows = summary_rows(stats)
+    summary["gate_stats"] = {f"L{layer + 1}": s for layer, s in stats.items()}
+    summary["depth_profile"] = rows
+    write_csv(out / "gate_depth_profile.csv", rows)
+    plots.heatmap(stats, "mean", out / "gate_mean_heatmap.png", "Mean gate (layer x KV head)")
+    plots.heatmap(stats, "zero_frac", out / "gate_zero_heatmap.png", "Fraction of gates exactly 0")
+    plots.depth_profile(rows, out / "gate_depth_profile.png")
+    if decode is not None:
+        seq = [inputs for inputs, _ in batches]
+        categories = torch.cat([categorize(row.tolist(), decode) for b in seq for row in b])
+        by_cat = gate_by_category(gates, categories)
+        summary["by_category"] = {f"L{layer + 1}": v for layer, v in by_cat.items()}
+        summary["category_counts"] = torch.bincount(categories, minlength=3).tolist()
+        plots.categories_by_layer(by_cat, out / "gate_by_category.png")
+    means = {layer: s["mean"] for layer, s in stats.items()}
+    interventions = run_interventions(model, batches, means, constant)
+    summary["interventions"] = interventions
+    write_csv(out / "interventions.csv", interventions)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def print_summary(summary: dict) -> None:
+    print(f"design {summary['design']}: val_loss {summary['val_loss']:.4f}")
+    for c in summary.get("static_coefficients", []):
+        print(f"  L{c['layer']}: lambda_tap {c['lambda_tap']:.3f}  lambda_self {c['lambda_self']:.3f}")
+    for r in summary.get("depth_profile", []):
+        cats = summary.get("by_category", {}).get(f"L{r['layer']}", {})
+        cat_text = "  ".join(f"{k} {v:.3f}" for k, v in cats.items())
+        print(f"  L{r['layer']}: mean gate {r['mean_gate']:.3f}  zero {r['zero_frac']:.1%}  {cat_text}")
+    for row in summary.get("interventions", []):
+        print(f"  {row['intervention']:>22s}: val_loss {row['val_loss']:.4f} ({row['delta_loss']:+.4f})")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        cfg, model, run_id = load_trial(args.target, args.tracking_uri)
+    except Exception as err:  # no such file / run / artifact: say which, exit 2
+        print(f"sweeps.analyze: cannot load {args.target!r}: {err}", file=sys.stderr)
+        return 2
+    name = run_id or Path(args.target).stem
+    out = Path(args.out) if args.out else Path("results") / "analysis" / name
+    batches = held_out_batches(cfg, args.data_root, args.batches)
+    summary = analyze(cfg, model, batches, token_decoder(cfg, args.data_root), out.resolve(), args.constant)
+    print_summary(summary)
+    log_run = args.log_run or run_id
+    if log_run:  # the client API: adds to the finished run without reopening it
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(args.tracking_uri)
+        client.log_artifacts(log_run, str(out), artifact_path="analysis")
+        for row in summary.get("interventions", []):
+            key = row["intervention"].split("=")[0]
+            client.log_metric(log_run, f"analysis/val_loss_{key}", row["val_loss"])
+    print(f"outputs in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
