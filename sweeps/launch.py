@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import fcntl
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -120,66 +122,99 @@ class LaunchLock:
 
 def launch(study: Study, fit: Callable | None = None, stream=None) -> int:
     """Runs (or resumes) the study; returns the process exit status."""
+    stream = stream or sys.stdout
+    launch_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{time.time_ns() % 1000:03d}"
+    cluster = None
+    if study.backend == "ray":
+        from sweeps import raytune
+
+        cluster = raytune.connect(study)  # checks the cluster's resources before creating anything
+    try:
+        with LaunchLock(study.results_dir()):
+            return _run(study, fit, stream, launch_id, cluster)
+    finally:
+        if cluster is not None:
+            import ray
+
+            ray.shutdown()
+
+
+def _run(study, fit, stream, launch_id, cluster) -> int:
     from sweeps import pareto
     from sweeps.plan import Plan
     from sweeps.progress import Progress
     from sweeps.runner import Driver
     from sweeps.tracking import Tracker
 
-    stream = stream or sys.stdout
-    launch_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
-    cluster = None
-    if study.backend == "ray":
-        from sweeps import raytune
-
-        cluster = raytune.connect(study)  # checks the cluster's resources before creating anything
-    with LaunchLock(study.results_dir()):
-        plan = Plan(study, launch_id)
-        recovered = plan.recover()
-        tracker = Tracker(study.mlflow_uri(), study.experiment_name, study.name, launch_id)
-        orphans = tracker.close_orphans()
-        done_before = plan.done()
-        n = concurrency(study, *(cluster or (None, None)))
-        tracker.start_parent(
-            study.to_dict(),
-            {"n_points": study.n_points(), "repeats": study.repeats, "n_runs": study.n_runs(),
-             "sampler": study.sampler.kind, "backend": study.backend, "concurrency": n,
-             "done_before": done_before, "objectives": ",".join(o.metric for o in study.objectives)},
-        )  # fmt: skip
-        progress = Progress(
-            plan.target, done_before, [(o.metric, o.direction) for o in study.objectives], n, stream
-        )
-        if done_before or recovered or orphans:
-            progress.say(
-                f"resuming {study.name}: {done_before} of {plan.target} trials done; "
-                f"{len(recovered)} interrupted trial(s) marked failed and queued again; "
-                f"{len(orphans)} orphaned MLflow run(s) closed"
-            )
+    plan = Plan(study, launch_id)
+    recovered = plan.recover()
+    tracker = Tracker(study.mlflow_uri(), study.experiment_name, study.name, launch_id)
+    orphans = tracker.close_orphans()
+    done_before = plan.done()
+    n = concurrency(study, *(cluster or (None, None)))
+    tracker.start_parent(
+        study.to_dict(),
+        {"n_points": study.n_points(), "repeats": study.repeats, "n_runs": study.n_runs(),
+         "sampler": study.sampler.kind, "backend": study.backend, "concurrency": n,
+         "done_before": done_before, "objectives": ",".join(o.metric for o in study.objectives)},
+    )  # fmt: skip
+    progress = Progress(
+        plan.target, done_before, [(o.metric, o.direction) for o in study.objectives], n, stream
+    )
+    if done_before or recovered or orphans:
         progress.say(
-            f"{plan.remaining()} trial(s) to run, {n} at a time; MLflow parent run {tracker.parent_id}"
+            f"resuming {study.name}: {done_before} of {plan.target} trials done; "
+            f"{len(recovered)} interrupted trial(s) marked failed and queued again; "
+            f"{len(orphans)} orphaned MLflow run(s) closed"
         )
-        driver = Driver(plan, tracker, progress)
-        status = "FINISHED"
-        try:
-            if study.backend == "local":
-                run_local(plan, driver, fit)
-            else:
-                raytune.run(study, plan, driver, n, fit)
-        except KeyboardInterrupt:
-            status = "KILLED"
-            progress.say("interrupted; the same command resumes the study")
-        finally:
-            summary = (
-                pareto.analyse(study, plan=plan, tracker=tracker, stream=stream)
-                if status == "FINISHED"
-                else {}
-            )
-            tracker.finish_parent(status, {"wall_s": time.time() - progress.start, **summary})
-        progress.say(progress.summary())
-        return 0 if status == "FINISHED" else 130
+    progress.say(f"{plan.remaining()} trial(s) to run, {n} at a time; MLflow parent run {tracker.parent_id}")
+    driver = Driver(plan, tracker, progress)
+    status = "FINISHED"
+    stop = StopFlag()
+    try:
+        if study.backend == "local":
+            run_local(plan, driver, fit, stop)
+        else:
+            from sweeps import raytune
+
+            raytune.run(study, plan, driver, n, fit)
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C (Lightning turns it into SystemExit)
+        status = "KILLED"
+        progress.say("interrupted; the same command resumes the study")
+    except Exception:
+        status = "FAILED"
+        raise
+    finally:
+        stop.restore()
+        summary = (
+            pareto.analyse(study, plan=plan, tracker=tracker, stream=stream) if status == "FINISHED" else {}
+        )
+        tracker.finish_parent(status, {"wall_s": time.time() - progress.start, **summary})
+    progress.say(progress.summary())
+    return 0 if status == "FINISHED" else 130
 
 
-def run_local(plan, driver, fit) -> None:
+class StopFlag:
+    """Ctrl-C: raises KeyboardInterrupt and remembers it, so that an interrupt Python swallows
+    (one landing in a weakref callback or a __del__) still stops the launch after the current trial."""
+
+    def __init__(self):
+        self.set = False
+        self.previous = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum, frame):
+        self.set = True
+        raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+            self.previous = None
+
+
+def run_local(plan, driver, fit, stop: StopFlag | None = None) -> None:
     """Backend local: Optuna's study.optimize in this process, one run at a time."""
     import optuna
 
@@ -203,7 +238,16 @@ def run_local(plan, driver, fit) -> None:
 
     remaining = plan.remaining()
     if remaining:
-        plan.optuna.optimize(objective, n_trials=remaining, catch=(TrialFailed,), gc_after_trial=True)
+        halt = (lambda study, trial: study.stop() if stop.set else None) if stop else None
+        plan.optuna.optimize(
+            objective,
+            n_trials=remaining,
+            catch=(TrialFailed,),
+            gc_after_trial=True,
+            callbacks=[halt] if halt else None,
+        )
+        if stop is not None and stop.set:
+            raise KeyboardInterrupt
 
 
 def main(argv=None) -> int:

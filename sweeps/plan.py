@@ -105,7 +105,8 @@ class Plan:
             self.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
             recovered.append(t.number)
             if self.study.sampler.kind != "grid" and "repeat" in t.user_attrs:
-                self.optuna.enqueue_trial(dict(t.params), user_attrs={"repeat": t.user_attrs["repeat"]})
+                attrs = {"repeat": t.user_attrs["repeat"], "point": point_id(t.params)}
+                self.optuna.enqueue_trial(dict(t.params), user_attrs=attrs)
         if self.study.sampler.kind == "grid":
             self._enqueue_grid()
         return recovered
@@ -113,18 +114,18 @@ class Plan:
     def requeue(self, run: RunSpec) -> None:
         """An interrupted run of a sampled point is run again (the grid re-enqueues at start-up)."""
         if self.study.sampler.kind != "grid":
-            self.optuna.enqueue_trial(run.point, user_attrs={"repeat": run.repeat})
+            self.optuna.enqueue_trial(run.point, user_attrs={"repeat": run.repeat, "point": run.point_id})
 
     def _enqueue_grid(self) -> None:
         taken = {
-            (point_id(t.params), t.user_attrs.get("repeat"))
+            (t.user_attrs.get("point"), t.user_attrs.get("repeat"))
             for t in self.optuna.get_trials(deepcopy=False)
             if is_done(t) or t.state in (TrialState.WAITING, TrialState.RUNNING)
         }
         for point in self.space.grid(self.study.trial)[: self.study.n_points()]:
             for r in range(self.study.repeats):
                 if (point_id(point), r) not in taken:
-                    self.optuna.enqueue_trial(point, user_attrs={"repeat": r})
+                    self.optuna.enqueue_trial(point, user_attrs={"repeat": r, "point": point_id(point)})
 
     # --- counts -----------------------------------------------------------------------------
     def trials(self):
@@ -148,7 +149,7 @@ class Plan:
             repeat = 0
             trial.set_user_attr("repeat", 0)
             for r in range(1, self.study.repeats):
-                self.optuna.enqueue_trial(point, user_attrs={"repeat": r})
+                self.optuna.enqueue_trial(point, user_attrs={"repeat": r, "point": point_id(point)})
         seed = int(self.study.trial.get("seed", 0)) + int(repeat)
         pid = point_id(point)
         trial.set_user_attr("point", pid)

@@ -1,0 +1,180 @@
+"""Launches end to end (stand-in fit): MLflow records, failing trials, resume after kills, Ray."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from optuna.trial import TrialState
+
+from sweeps.launch import launch
+from sweeps.spec import load_study
+from tests.sweeps import fake_fit
+from tests.sweeps.helpers import artifacts, mlflow_runs, optuna_trials, write_study
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def diverging_study(tmp_path, **extra):
+    # baseline, sat (lr 3e-3) and sat with lr 5 (diverges): 3 points x 2 seeds = 6 runs, 2 fail
+    return write_study(
+        tmp_path,
+        space={
+            "model.residual": {"choices": {"baseline": {"kind": "none"}, "sat": {"kind": "value_residual"}}},
+            "train.lr": {"choices": [0.003, 5.0], "when": {"model.residual": "sat"}},
+        },
+        **extra,
+    )
+
+
+def records(study):
+    """What a launch left behind, in a backend-independent form."""
+    children = sorted(mlflow_runs(study, "trial"), key=lambda r: int(r.data.tags["sweep.trial"]))
+    return [
+        (
+            r.info.status,
+            r.data.tags["sweep.status"],
+            r.data.tags.get("kind"),
+            r.data.tags.get("pareto_rank"),
+            tuple(sorted(r.data.params.items())),
+            round(r.data.metrics.get("final/val_loss", -1), 6),
+        )
+        for r in children
+    ]
+
+
+def test_local_launch_records_every_run_and_survives_a_diverging_trial(tmp_path, capsys):
+    study = load_study(diverging_study(tmp_path))
+    assert launch(study, fit=fake_fit.fit) == 0
+    out = capsys.readouterr().out
+    assert "6/6 done (4 ok, 2 failed, 0 pruned)" in out and "hypervolume" in out
+
+    trials = optuna_trials(study)
+    assert Counter(t.state for t in trials) == {TrialState.COMPLETE: 4, TrialState.FAIL: 2}
+    assert all(t.user_attrs["fail_reason"] == "diverged" for t in trials if t.state == TrialState.FAIL)
+
+    (parent,) = mlflow_runs(study, "parent")
+    assert parent.info.status == "FINISHED" and parent.data.tags["git_commit"]
+    assert parent.data.params["n_runs"] == "6" and "version.torch" in parent.data.tags
+    files = artifacts(study, parent)
+    assert "study.yaml" in files and "pareto/pareto.csv" in files and "pareto/pareto.html" in files
+    assert "pareto/front_val_loss_vs_tokens_per_s.png" in files
+
+    children = mlflow_runs(study, "trial")
+    assert len(children) == 6
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+    assert sorted(c.data.tags["mlflow.runName"] for c in children) == [f"trial-{i:03d}" for i in range(6)]
+    failed = [c for c in children if c.info.status == "FAILED"]
+    assert len(failed) == 2 and all(c.data.tags["sweep.status"] == "diverged" for c in failed)
+    assert all("diverged" in c.data.tags["sweep.error"] for c in failed)
+    assert all(c.data.tags["pareto_rank"] == "-1" for c in failed)
+    ok = [c for c in children if c.info.status == "FINISHED"]
+    assert {c.data.tags["kind"] for c in ok} == {"none", "value_residual"}
+    sat = next(c for c in ok if c.data.tags["kind"] == "value_residual")
+    assert sat.data.params == {
+        "model.residual": "sat",
+        "train.lr": "0.003",
+        "seed": sat.data.tags["sweep.seed"],
+    }
+    assert sat.data.tags["pareto_rank"] == "0" and sat.data.tags["mode"] == "gated"
+    assert "config.yaml" in artifacts(study, sat)
+    from sweeps.tracking import client
+
+    curve = client(study.mlflow_uri()).get_metric_history(sat.info.run_id, "val_loss")
+    assert len(curve) >= 4  # the curve streamed by the trainer's logger, not only the final value
+
+
+def wait_for_complete(study, n, proc, timeout=120):
+    """Until n runs are COMPLETE and the next one is RUNNING (so a signal lands mid-trial)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        journal = Path(study.storage_url()[len("journal:") :])
+        if journal.exists():
+            states = Counter(t.state for t in optuna_trials(study))
+            if states[TrialState.COMPLETE] >= n and states[TrialState.RUNNING]:
+                time.sleep(0.3)
+                return
+        time.sleep(0.3)
+    raise AssertionError("the launch did not finish a trial in time")
+
+
+def start(path):
+    env = {**os.environ, "FAKE_FIT_SLEEP": "1.5", "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.sweeps.fake_launch", str(path)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def test_resume_after_ctrl_c_and_after_kill_9_ends_exactly_at_the_total(tmp_path):
+    path = write_study(tmp_path)  # 2 points x 2 seeds = 4 runs, local backend
+    study = load_study(path)
+
+    first = start(path)
+    wait_for_complete(study, 1, first)
+    first.send_signal(signal.SIGINT)
+    assert first.wait(60) == 130, first.stdout.read()
+
+    second = start(path)
+    wait_for_complete(study, 2, second)
+    second.kill()  # SIGKILL: no chance to clean up
+    second.wait(30)
+    killed = [r for r in mlflow_runs(study, "trial") if r.info.status == "RUNNING"]
+    assert len(killed) == 1
+
+    assert launch(study, fit=fake_fit.fit) == 0
+
+    trials = optuna_trials(study)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 4
+    assert sorted((t.user_attrs["point"], t.user_attrs["seed"]) for t in complete) == sorted(
+        {(t.user_attrs["point"], t.user_attrs["seed"]) for t in complete}
+    )  # every point x seed exactly once
+    assert all(t.user_attrs["fail_reason"] == "interrupted" for t in trials if t.state == TrialState.FAIL)
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+
+    runs = mlflow_runs(study, "trial") + mlflow_runs(study, "parent")
+    assert not [r for r in runs if r.info.status == "RUNNING"]  # no orphans
+    interrupted = [r for r in mlflow_runs(study, "trial") if r.data.tags["sweep.status"] == "interrupted"]
+    assert len(interrupted) == 2 and all(r.info.status == "KILLED" for r in interrupted)
+    assert all("interrupted" in r.data.tags["sweep.error"] for r in interrupted)
+    finished = [r for r in mlflow_runs(study, "trial") if r.info.status == "FINISHED"]
+    assert len(finished) == 4
+    parents = sorted(mlflow_runs(study, "parent"), key=lambda r: r.info.start_time)
+    assert [p.info.status for p in parents] == ["KILLED", "KILLED", "FINISHED"]
+
+
+def test_ray_backend_gives_the_same_records_as_local(tmp_path):
+    (tmp_path / "local").mkdir()
+    local = load_study(diverging_study(tmp_path / "local"))
+    assert launch(local, fit=fake_fit.fit) == 0
+    (tmp_path / "ray").mkdir()
+    ray_study = load_study(
+        diverging_study(tmp_path / "ray", backend="ray", max_concurrent=2, ray={"num_cpus": 2}),
+    )
+    assert launch(ray_study, fit=fake_fit.fit) == 0
+    assert records(ray_study) == records(local)
+    assert Counter(t.state for t in optuna_trials(ray_study)) == {TrialState.COMPLETE: 4, TrialState.FAIL: 2}
+
+
+@pytest.mark.slow
+def test_asha_stops_bad_trials_and_keeps_them_out_of_the_front(tmp_path):
+    path = write_study(
+        tmp_path,
+        backend="ray",
+        max_concurrent=1,
+        ray={"num_cpus": 2},
+        scheduler={"kind": "asha", "grace_tokens": 1024, "reduction_factor": 2},
+        repeats=3,
+    )
+    study = load_study(path)
+    assert launch(study, fit=fake_fit.fit) == 0
+    states = Counter(t.state for t in optuna_trials(study))
+    assert states[TrialState.COMPLETE] + states[TrialState.PRUNED] == 6
+    pruned = [r for r in mlflow_runs(study, "trial") if r.data.tags["sweep.status"] == "pruned"]
+    assert all(r.data.tags["pareto_rank"] == "-1" and r.info.status == "KILLED" for r in pruned)
