@@ -89,19 +89,21 @@ class MuddFormer(ResidualDesign):
     def attn_inputs(self, layer: int, state: MuddState):
         return state.q, state.k, state.v
 
+    def dense_weights(self, layer: int, x: torch.Tensor) -> torch.Tensor:
+        """A_i from X_{i+1} [B, T, D] -> [C, B, T, i + 2] (not gates: they stay out of `State.gates`)."""
+        b, t, d = x.shape
+        z = F.gelu(F.linear(F.rms_norm(x, (d,), None, self.eps), self.w1[layer]))  # [B, T, H_i]
+        dw = F.linear(z, self.w2[layer]).view(b, t, self.ways[layer], layer + 2) + self.prior[layer]
+        return dw.permute(2, 0, 1, 3)
+
     def add_mlp(self, layer: int, state: MuddState, out: torch.Tensor) -> None:
         x = state.h + out  # X_{i+1}
         state.history.append(x)
-        b, t, d = x.shape
         c, span = self.ways[layer], layer + 2
-        z = F.gelu(F.linear(F.rms_norm(x, (d,), None, self.eps), self.w1[layer]))
-        dw = F.linear(z, self.w2[layer]).view(b, t, c, span) + self.prior[layer]  # [B, T, C, i+2]
-        dw = dw.permute(2, 0, 1, 3).unsqueeze(-1)  # [C, B, T, i+2, 1]
+        dw = self.dense_weights(layer, x).unsqueeze(-1)  # [C, B, T, i+2, 1]
         mixed = dw[..., 0, :] * state.history[0]  # [C, B, T, D]
         for j in range(1, span):
             mixed = mixed + dw[..., j, :] * state.history[j]
-        if state.gates is not None:
-            state.gates[layer] = dw.squeeze(-1).detach()
         if c == 4:
             state.q, state.k, state.v, state.h = mixed.unbind(0)
         else:

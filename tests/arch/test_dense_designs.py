@@ -167,13 +167,18 @@ def test_muddformer_streams_match_the_official_einsum():
         out = torch.randn(2, 5, 32, generator=g)
         hiddens.append(state.h + out)
         design.add_mlp(i, state, out)
-        dw = state.gates[i]  # [C, B, T, L]
+        z = torch.nn.functional.gelu(
+            torch.nn.functional.rms_norm(hiddens[-1], (32,), eps=1e-6) @ design.w1[i].T
+        )
+        dw = (z @ design.w2[i].T).view(2, 5, -1, i + 2) + design.prior[i]  # B T (C L) -> B T C L
+        dw = dw.permute(2, 0, 1, 3)  # [C, B, T, L]
         expected = torch.einsum("LBTD,CBTL->CBTD", torch.stack(hiddens), dw)  # official training path
         got = torch.stack([state.q, state.k, state.v, state.h]) if i < 3 else state.h[None]
         torch.testing.assert_close(got, expected)
         if i < 3:
             assert len({id(state.q), id(state.k), id(state.v), id(state.h)}) == 4
     assert not state.history  # released after the last layer
+    assert state.gates == {}  # dense weights are not gates (GateStats would log them as such)
 
 
 # --- Hyper-Connections -------------------------------------------------------------------------
