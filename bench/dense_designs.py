@@ -4,17 +4,22 @@
 
 Throughput: every design of a preset is built in this one process (same seed) and measured
 interleaved, `--rounds` times in a rotated order, each measurement `--steps` full training steps
-(forward + cross-entropy + backward + AdamW step) after warm-up; tokens/s is the median over rounds.
+(forward + cross-entropy + backward + AdamW step) after warm-up. Time is the process's CPU time
+(time.process_time) with `--threads 1` by default, so that other work on a shared machine does
+not count; tokens/s is the median over rounds and the ratio the median of the per-round ratios
+to the baseline measured in the same round.
 Peak memory: a fresh subprocess per design (so allocator state does not leak between designs)
 builds the model, reads `ru_maxrss` (resource.getrusage), runs `--steps` training steps and reads it
-again; `peak` is the process's peak RSS, `step` the growth the training steps added (activations,
-gradients, AdamW state), which is the part the design changes. Ratios are to the baseline.
+again (glibc's MALLOC_MMAP_THRESHOLD_ pinned to 64 KiB so freed tensors leave the RSS); `peak` is
+the process's peak RSS, `step` the growth the training steps added (activations, gradients, AdamW
+state), which is the part the design changes. Ratios are to the baseline.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -70,11 +75,13 @@ def memory_child(preset: str, design: str, batch: int, seq_len: int, steps: int)
 def measure_memory(preset: str, design: str, args) -> dict:
     cmd = [sys.executable, __file__, "--memory-child", preset, design, "--batch", str(args.batch)]
     cmd += ["--seq-len", str(args.seq_len), "--steps", str(args.steps), "--threads", str(args.threads)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    # Large tensors are mmapped and go back to the OS when freed, so RSS follows live tensors.
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
-def measure_throughput(preset: str, args) -> dict[str, float]:
+def measure_throughput(preset: str, args) -> tuple[dict[str, float], dict[str, float]]:
     runs = {name: setup(preset, name, args.batch, args.seq_len) for name in DESIGNS}
     for model, opt, data in runs.values():
         train_steps(model, opt, data, 2)  # warm-up
@@ -82,10 +89,14 @@ def measure_throughput(preset: str, args) -> dict[str, float]:
     for r in range(args.rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:  # rotated order per round
             model, opt, data = runs[name]
-            start = time.perf_counter()
+            start = time.process_time()
             train_steps(model, opt, data, args.steps)
-            rates[name].append(args.batch * args.seq_len * args.steps / (time.perf_counter() - start))
-    return {name: statistics.median(v) for name, v in rates.items()}
+            rates[name].append(args.batch * args.seq_len * args.steps / (time.process_time() - start))
+    ratios = {
+        n: statistics.median(a / b for a, b in zip(v, rates["baseline"], strict=True))
+        for n, v in rates.items()
+    }
+    return {name: statistics.median(v) for name, v in rates.items()}, ratios
 
 
 def main() -> None:
@@ -93,9 +104,9 @@ def main() -> None:
     p.add_argument("--presets", nargs="+", default=["tiny", "mini"])
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--steps", type=int, default=4)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--memory-child", nargs=2, metavar=("PRESET", "DESIGN"), help=argparse.SUPPRESS)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -108,24 +119,25 @@ def main() -> None:
     )
     for preset in args.presets:
         mem = {name: measure_memory(preset, name, args) for name in DESIGNS}
-        tps = measure_throughput(preset, args)
+        tps, tps_ratio = measure_throughput(preset, args)
         params = {
             name: build_model({"preset": preset, "residual": DESIGNS[name]}).param_counts()
             for name in DESIGNS
         }
-        base_t, base_m = tps["baseline"], mem["baseline"]
+        base_m = mem["baseline"]
         print(f"\n### preset {preset}\n")
-        ratio = "x baseline"
+        ratio = "x base"
         print(
-            f"| design | design params | tokens/s | {ratio} | peak RSS MiB | {ratio} | step MiB | {ratio} |"
+            f"| design | design params | tokens/CPU-s | {ratio} "
+            f"| peak RSS MiB | {ratio} | step MiB | {ratio} |"
         )
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for name in DESIGNS:
-            t, m = tps[name], mem[name]
+            t, m, r = tps[name], mem[name], tps_ratio[name]
             print(
-                f"| {name} | {params[name]['design']} | {t:,.0f} | {t / base_t:.2f} | {m['peak_mib']:.0f} | "
+                f"| {name} | {params[name]['design']} | {t:,.0f} | {r:.2f} | {m['peak_mib']:.0f} | "
                 f"{m['peak_mib'] / base_m['peak_mib']:.2f} | {m['step_mib']:.0f} | "
-                f"{m['step_mib'] / base_m['step_mib']:.2f} |"
+                f"{m['step_mib'] / max(base_m['step_mib'], 1e-9):.2f} |"
             )
 
 
