@@ -39,15 +39,18 @@ class Progress:
         self.done_before = done_before
         self.objectives = list(objectives)
         self.concurrency = max(1, concurrency)
-        self.stream = stream or sys.stdout
+        self.stream = stream
         self.start = time.time()
         self.running: set[int] = set()
         self.counts = {"ok": 0, "failed": 0, "pruned": 0}
         self.walls: list[float] = []
         self.best: tuple[float, int, str] | None = None
 
+    def __getstate__(self):  # Ray Tune pickles its search algorithm (and so this) with the Tuner
+        return {**self.__dict__, "stream": None}
+
     def say(self, text: str) -> None:
-        print(f"[{fmt_s(time.time() - self.start):>7}] {text}", file=self.stream, flush=True)
+        print(f"[{fmt_s(time.time() - self.start):>7}] {text}", file=self.stream or sys.stdout, flush=True)
 
     def started(self, number: int, point: Mapping, seed: int) -> None:
         self.running.add(number)
@@ -73,7 +76,7 @@ class Progress:
             value = metrics[metric] * (1 if direction == "minimize" else -1)
             if self.best is None or value < self.best[0]:
                 self.best = (value, number, point_label(point))
-        detail = shown if status != "failed" else error.splitlines()[0][:120] if error else ""
+        detail = shown if status in ("ok", "pruned") else error.splitlines()[0][:120] if error else ""
         inner = f" (training {fmt_s(train_s)})" if train_s is not None else ""
         self.say(f"trial {number} {status} in {fmt_s(wall_s)}{inner}: {detail}")
         self.say(self.summary())
