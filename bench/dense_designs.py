@@ -9,7 +9,7 @@ interleaved, `--rounds` times in a rotated order, each measurement `--steps` ful
 not count; tokens/s is the median over rounds and the ratio the median of the per-round ratios
 to the baseline measured in the same round.
 Peak memory: a fresh subprocess per design (so allocator state does not leak between designs)
-builds the model, reads `ru_maxrss` (resource.getrusage), runs `--steps` training steps and reads it
+builds the model, reads its peak RSS (VmHWM in /proc/self/status), runs `--steps` training steps and reads it
 again (glibc's MALLOC_MMAP_THRESHOLD_ pinned to 64 KiB so freed tensors leave the RSS); `peak` is
 the process's peak RSS, `step` the growth the training steps added (activations, gradients, AdamW
 state), which is the part the design changes. Ratios are to the baseline.
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -64,11 +63,18 @@ def train_steps(model, opt, data, steps: int) -> None:
         opt.step()
 
 
+def peak_rss_kib() -> int:
+    """This address space's high-water RSS (VmHWM). Not ru_maxrss: Linux carries that over a
+    fork + exec, so a child would report at least its parent's RSS."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
+
 def memory_child(preset: str, design: str, batch: int, seq_len: int, steps: int) -> None:
     model, opt, data = setup(preset, design, batch, seq_len)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    before = peak_rss_kib()
     train_steps(model, opt, data, steps)
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    after = peak_rss_kib()
     print(json.dumps({"peak_mib": after / 1024, "step_mib": (after - before) / 1024}))
 
 
