@@ -94,7 +94,8 @@ def plan_text(study: Study) -> str:
 
 
 class LaunchLock:
-    """One launch per study at a time (on this host): results/<name>/launch.lock."""
+    """One launch per study and results folder at a time (on this host): results/<name>/launch.lock.
+    Launchers sharing an RDB study each use their own `output.dir` (see sweeps.plan)."""
 
     def __init__(self, folder: Path):
         folder.mkdir(parents=True, exist_ok=True)
@@ -149,7 +150,10 @@ def _run(study, fit, stream, launch_id, cluster) -> int:
     plan = Plan(study, launch_id)
     recovered = plan.recover()
     tracker = Tracker(study.mlflow_uri(), study.experiment_name, study.name, launch_id)
-    orphans = tracker.close_orphans()
+    from optuna.trial import TrialState
+
+    open_runs = {t.user_attrs.get("mlflow_run_id") for t in plan.trials() if t.state == TrialState.RUNNING}
+    orphans = tracker.close_orphans(keep=open_runs, parents=not plan.shared)
     done_before = plan.done()
     n = concurrency(study, *(cluster or (None, None)))
     tracker.start_parent(

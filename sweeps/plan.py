@@ -6,14 +6,26 @@ its `point` user attribute; `repeat` r uses seed `trial.seed + r`. The grid is e
 enqueues its other repeats, so a point's seeds are always run as one set.
 
 A run counts as done when COMPLETE, PRUNED, or FAIL through its own fault (diverged, oom,
-error). A RUNNING trial found at start-up belongs to an earlier launch that died (one launch
-per study at a time, see `launch.lock`): it is marked FAIL with reason `interrupted` and its
-point and seed are enqueued again, so the total ends exactly at n_points x repeats.
+error). Journal storage (one launch per study at a time, see `launch.lock`): a RUNNING trial
+found at start-up belongs to an earlier launch that died: it is marked FAIL with reason
+`interrupted` and its point and seed are enqueued again, so the total ends exactly at
+n_points x repeats.
+
+RDB storage (SQLite, PostgreSQL): several launchers may share one study. Open trials carry
+Optuna heartbeats (`RDBStorage(heartbeat_interval=, grace_period=)`); only trials whose
+heartbeat went stale are failed (`optuna.storages.fail_stale_trials`) and their run queued
+again (the storage's stale-trial callback). `Plan.claim` takes the next run under a study lock
+(a PostgreSQL advisory lock; a file lock beside a SQLite or journal file): enqueueing the grid,
+counting and asking happen as one step, so two launchers never run one (point, repeat) twice
+and together stop at exactly n_points x repeats.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
+import hashlib
 import warnings
 from pathlib import Path
 
@@ -24,6 +36,17 @@ from sweeps.space import point_id
 from sweeps.spec import Study
 
 INTERRUPTED = "interrupted"
+HEARTBEAT_S = 20  # RDB storages: an open trial's heartbeat; stale (its launcher died) after GRACE_S
+GRACE_S = 90
+WAIT = "wait"  # Plan.claim: nothing to claim now, but other launchers' runs may still fail
+
+
+def requeue_stale(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    """Heartbeat-stale trial callback: the run of a dead launcher is queued again (same point and
+    repeat). Grid runs need nothing here: `Plan.claim` enqueues every missing (point, repeat)."""
+    if "repeat" in trial.user_attrs and "point" in trial.user_attrs:
+        attrs = {"repeat": trial.user_attrs["repeat"], "point": trial.user_attrs["point"]}
+        study.enqueue_trial(dict(trial.params), user_attrs=attrs)
 
 
 def storage(url: str):
@@ -34,7 +57,52 @@ def storage(url: str):
         path = Path(url[len("journal:") :])
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
-    return optuna.storages.RDBStorage(url)
+    with warnings.catch_warnings():  # heartbeats are marked experimental (since Optuna 2.9)
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RDBStorage(
+            url,
+            heartbeat_interval=HEARTBEAT_S,
+            grace_period=GRACE_S,
+            heartbeat_stale_trial_callback=requeue_stale,
+        )
+
+
+def shared(store) -> bool:
+    """RDB storages with heartbeats: several launchers may run one study at once."""
+    from optuna.storages._heartbeat import is_heartbeat_enabled
+
+    return is_heartbeat_enabled(store)
+
+
+@contextlib.contextmanager
+def study_lock(store, url: str, name: str):
+    """One launcher at a time in the block, across hosts for PostgreSQL (an advisory lock on the
+    study's name, released with its connection), on one host (or NFS with locking) for files."""
+    if isinstance(store, optuna.storages.RDBStorage) and store.engine.dialect.name == "postgresql":
+        import sqlalchemy
+
+        key = int.from_bytes(hashlib.sha256(f"satsweep:{name}".encode()).digest()[:8], "big", signed=True)
+        with store.engine.connect() as conn:
+            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": key})
+            try:
+                yield
+            finally:
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                conn.commit()
+        return
+    if url.startswith("journal:"):
+        path = Path(url[len("journal:") :])
+    elif url.startswith("sqlite:///"):
+        path = Path(url[len("sqlite:///") :])
+    else:  # other databases: no cross-launcher lock (run one launcher per study)
+        yield
+        return
+    with open(f"{path}.{name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def sampler(study: Study):
@@ -74,7 +142,13 @@ class RunSpec:
 def is_done(t: optuna.trial.FrozenTrial) -> bool:
     if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
         return True
-    return t.state == TrialState.FAIL and t.user_attrs.get("fail_reason") != INTERRUPTED
+    # the driver records `status` before telling FAIL; a FAIL without it was failed from outside
+    # (its launcher died: heartbeat gone stale) and runs again
+    return (
+        t.state == TrialState.FAIL
+        and "status" in t.user_attrs
+        and t.user_attrs.get("fail_reason") != INTERRUPTED
+    )
 
 
 class Plan:
@@ -96,9 +170,18 @@ class Plan:
             self.optuna.set_metric_names([o.metric for o in study.objectives])
         self.target = study.n_runs()
 
+        self.shared = shared(self.storage)
+
+    def lock(self):
+        return study_lock(self.storage, self.study.storage_url(), self.study.name)
+
     # --- start-up ---------------------------------------------------------------------------
     def recover(self) -> list[int]:
-        """Marks RUNNING trials of earlier launches FAIL (interrupted) and enqueues them again."""
+        """Journal: marks RUNNING trials of earlier launches FAIL (interrupted) and enqueues them
+        again. RDB (shared): only trials whose heartbeat is stale; other launchers' live trials stay."""
+        if self.shared:
+            with self.lock():
+                return self._fail_stale()
         recovered = []
         for t in self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             self.storage.set_trial_user_attr(t._trial_id, "fail_reason", INTERRUPTED)
@@ -110,6 +193,35 @@ class Plan:
         if self.study.sampler.kind == "grid":
             self._enqueue_grid()
         return recovered
+
+    def _fail_stale(self) -> list[int]:
+        before = {t.number for t in self.trials() if t.state == TrialState.RUNNING}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(self.optuna)
+        stale = sorted(t.number for t in self.trials() if t.number in before and t.state == TrialState.FAIL)
+        if self.study.sampler.kind == "grid":
+            self._enqueue_grid()
+        return stale
+
+    def claim(self) -> RunSpec | str | None:
+        """The next run of the study, taken atomically among launchers; WAIT when every run is
+        taken but some still run elsewhere (they may go stale and come back); None when done."""
+        with self.lock():
+            if self.shared:
+                self._fail_stale()
+            elif self.study.sampler.kind == "grid":
+                self._enqueue_grid()
+            trials = self.trials()
+            waiting = sum(t.state == TrialState.WAITING for t in trials)
+            running = sum(t.state == TrialState.RUNNING for t in trials)
+            done = sum(is_done(t) for t in trials)
+            if waiting or (self.study.sampler.kind != "grid" and done + running < self.target):
+                run = self.ask()
+                if self.shared:  # alive from now on; the launcher keeps beating (sweeps.raytune)
+                    self.storage.record_heartbeat(run.trial._trial_id)
+                return run
+            return WAIT if running else None
 
     def requeue(self, run: RunSpec) -> None:
         """An interrupted run of a sampled point is run again (the grid re-enqueues at start-up)."""

@@ -1,12 +1,15 @@
 """Backend ray: each run is a Ray Tune trial; Optuna proposes points through an ask/tell searcher.
 
-`PlanSearcher` is a Ray Tune `Searcher` over the study's `Plan`: `suggest` asks Optuna for the
-next run (enqueued grid points and repeats first), opens its MLflow child run and hands the
-worker a plain task; `on_trial_complete` records the outcome and tells Optuna (COMPLETE with
-the objective values, PRUNED when ASHA stopped it, FAIL with the reason otherwise). The worker
-(`trainable`) trains with `trainers.fit`, reporting to Tune after every validation (`tokens`
-is ASHA's time), and ends with one last report carrying `sweep_status`: a run whose last
-result lacks it was stopped early and never enters a front.
+`PlanSearcher` is a Ray Tune `Searcher` over the study's `Plan`: `suggest` claims the next run
+(`Plan.claim`: enqueued grid points and repeats first, atomic among launchers sharing an RDB
+study; while other launchers' last runs are still going it returns None and Tune asks again),
+opens its MLflow child run and hands the worker a plain task; a thread records the Optuna
+heartbeats of the open runs (RDB storages); `on_trial_complete` records the outcome and
+tells Optuna (COMPLETE with the objective values, PRUNED when ASHA stopped it, FAIL with the
+reason otherwise). The worker (`trainable`) tags its MLflow run with its Ray node, trains with
+`trainers.fit`, reporting to Tune after every validation (`tokens` is ASHA's time), and ends
+with one last report carrying `sweep_status`: a run whose last result lacks it was stopped
+early and never enters a front.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -21,6 +26,7 @@ from arch.configtree import ConfigError, Issue
 from sweeps.trial import Outcome, TrialTask, execute
 
 FINAL_KEYS = ("sweep_status", "sweep_error", "sweep_wall_s")
+WAIT_POLL_S = 5.0  # how often a launcher with nothing to claim looks at the shared study again
 
 
 def connect(study) -> tuple[float, float]:
@@ -68,11 +74,57 @@ def trainable(config: dict, fit=None) -> None:
     from ray import tune
 
     task = TrialTask(**config["task"])
+    tag_node(task)
     outcome = execute(task, report=tune.report, fit=fit)
     tune.report(
         {**outcome.metrics, "sweep_status": outcome.status, "sweep_error": outcome.error[:4000],
          "sweep_wall_s": outcome.wall_s}
     )  # fmt: skip
+
+
+def tag_node(task: TrialTask) -> None:
+    """The Ray node (and host) a trial runs on, as tags of its MLflow child run."""
+    import socket
+
+    import ray
+
+    from sweeps.tracking import client
+
+    try:
+        c = client(task.tracking_uri)
+        c.set_tag(task.run_id, "ray.node_id", ray.get_runtime_context().get_node_id())
+        c.set_tag(task.run_id, "ray.host", socket.gethostname())
+    except Exception as err:  # bookkeeping only: the trial trains regardless
+        logging.getLogger(__name__).warning("could not tag the Ray node: %s", err)
+
+
+class Heartbeats:
+    """Records the Optuna heartbeat of every open run while the launcher lives (RDB storages).
+    Optuna's own heartbeat thread exists only inside `study.optimize`; Tune trials are ask/tell."""
+
+    def __init__(self, plan, runs: dict):
+        self.plan, self.runs = plan, runs
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, name="optuna-heartbeats", daemon=True)
+
+    def _beat(self) -> None:
+        interval = self.plan.storage.get_heartbeat_interval()
+        while not self.stop.wait(interval):
+            for run in list(self.runs.values()):
+                try:
+                    self.plan.storage.record_heartbeat(run.trial._trial_id)
+                except Exception as err:  # a database hiccup: the next beat tries again
+                    logging.getLogger(__name__).warning("heartbeat of trial %s: %s", run.number, err)
+
+    def __enter__(self):
+        if self.plan.shared:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join(10)
 
 
 def _searcher_class():
@@ -86,11 +138,21 @@ def _searcher_class():
             self.limit = limit
             self.asked = 0
             self.runs = {}
+            self.next_look = 0.0
 
         def suggest(self, trial_id: str):
+            from sweeps.plan import WAIT
+
             if self.asked >= self.limit:
                 return Searcher.FINISHED
-            run = self.plan.ask()
+            if time.time() < self.next_look:
+                return None
+            run = self.plan.claim()
+            if run is None:
+                return Searcher.FINISHED
+            if run == WAIT:  # every run is taken; other launchers' may still come back
+                self.next_look = time.time() + WAIT_POLL_S
+                return None
             task = self.driver.begin(run)
             self.runs[trial_id] = run
             self.asked += 1
@@ -211,7 +273,8 @@ def run(study, plan, driver, concurrency: int, fit=None) -> None:
         ),
     )
     try:
-        tuner.fit()
+        with Heartbeats(plan, searcher.runs):
+            tuner.fit()
     finally:
         left = searcher.abandon("Ray Tune stopped before this trial finished")
     if left:

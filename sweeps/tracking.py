@@ -157,8 +157,10 @@ class Tracker:
         mlflow_status = {"ok": "FINISHED", "pruned": "KILLED", "interrupted": "KILLED"}.get(status, "FAILED")
         self.client.set_terminated(run_id, mlflow_status)
 
-    def close_orphans(self) -> list[str]:
-        """Runs of this study still RUNNING from an earlier launch: marked KILLED with the reason."""
+    def close_orphans(self, keep=frozenset(), parents: bool = True) -> list[str]:
+        """Runs of this study still RUNNING from an earlier launch: marked KILLED with the reason.
+        A shared study (other launchers may be alive) keeps `keep` (the MLflow runs of its open
+        trials) and, with parents=False, every parent run."""
         runs = self.client.search_runs(
             [self.experiment_id],
             filter_string=f"tags.`sweep.study` = '{self.study}' and attributes.status = 'RUNNING'",
@@ -166,7 +168,9 @@ class Tracker:
         )
         closed = []
         for run in runs:
-            if run.data.tags.get("sweep.launch") == self.launch:
+            if run.data.tags.get("sweep.launch") == self.launch or run.info.run_id in keep:
+                continue
+            if not parents and run.data.tags.get("sweep.role") == "parent":
                 continue
             reason = f"interrupted: launch {run.data.tags.get('sweep.launch')} ended before this run finished"
             self.client.set_tag(run.info.run_id, "sweep.status", "interrupted")
