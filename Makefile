@@ -7,7 +7,7 @@ STUDY ?= studies/gate_granularity.yaml
 # CPU machines: the CPU build of torch (pip finds it on this machine's disk or on PyPI's CPU index).
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install test test-all lint format sweep smoke mlflow-ui clean
+.PHONY: install test test-all test-cluster lint format sweep smoke mlflow-ui clean
 
 install: $(VENV)/.installed
 
@@ -32,6 +32,14 @@ test: lint
 
 test-all: lint
 	$(PY) -m pytest -q -m ""
+
+# Real PostgreSQL (Debian's package), an MLflow server and a 2-node Ray cluster, all on loopback.
+test-cluster: install
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q postgresql; }
+	$(PY) -c "import psycopg2" 2>/dev/null || $(PY) -m pip install -q -e ".[cluster]" -c constraints.txt
+	$(PY) -m pytest -q -m cluster tests/cluster
 
 sweep: install
 	$(PY) -m sweeps.launch $(STUDY)
