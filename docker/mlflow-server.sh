@@ -1,10 +1,11 @@
 #!/bin/sh
 # Starts the MLflow server on the compose network. The database password comes from the
-# environment (PGPASSWORD, read by libpq), never from the repository.
+# environment (PGPASSWORD, read by libpq), never from the repository or the URL.
 set -eu
+: "${PGPASSWORD:?PGPASSWORD is not set (docker/.env)}"
 : "${PGHOST:=postgres}" "${PGUSER:=satsweep}" "${MLFLOW_DB:=mlflow}"
 exec mlflow server \
-  --backend-store-uri "postgresql://${PGUSER}@${PGHOST}:5432/${MLFLOW_DB}" \
+  --backend-store-uri "postgresql+psycopg2://${PGUSER}@${PGHOST}:5432/${MLFLOW_DB}" \
   --artifacts-destination /mlartifacts \
   --serve-artifacts \
   --host "${MLFLOW_HOST:-0.0.0.0}" --port 5000 \
