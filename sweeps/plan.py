@@ -217,7 +217,9 @@ class Plan:
             running = sum(t.state == TrialState.RUNNING for t in trials)
             done = sum(is_done(t) for t in trials)
             if waiting or (self.study.sampler.kind != "grid" and done + running < self.target):
-                run = self.ask()
+                with warnings.catch_warnings():  # ask/tell with heartbeats: we beat (sweeps.raytune)
+                    warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+                    run = self.ask()
                 if self.shared:  # alive from now on; the launcher keeps beating (sweeps.raytune)
                     self.storage.record_heartbeat(run.trial._trial_id)
                 return run

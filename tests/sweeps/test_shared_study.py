@@ -1,0 +1,70 @@
+"""Several launchers on one RDB study (sweeps.plan): claims are atomic, the total is exact, a dead
+launcher's runs come back through Optuna's heartbeats. SQLite here; PostgreSQL in tests/cluster."""
+
+import time
+from collections import Counter
+
+import pytest
+from optuna.trial import TrialState
+
+from sweeps import plan as plan_module
+from sweeps.plan import WAIT, Plan
+from sweeps.spec import study_from_dict
+from tests.sweeps.helpers import TRIAL
+
+SPACE = {"model.residual": {"choices": {"baseline": {"kind": "none"}, "sat": {"kind": "value_residual"}}}}
+
+
+def make_study(tmp_path, **extra):
+    tree = {
+        "name": "shared",
+        "trial": TRIAL,
+        "space": SPACE,
+        "repeats": 2,
+        "backend": "local",
+        "output": {"dir": str(tmp_path / "results"), "storage": f"sqlite:///{tmp_path / 'optuna.db'}"},
+        **extra,
+    }
+    return study_from_dict(tree)
+
+
+def tell_ok(p: Plan, run) -> None:
+    p.optuna.tell(run.trial, [1.0] * len(p.study.objectives))
+
+
+@pytest.mark.parametrize("sampler", ["grid", "tpe"])
+def test_two_launchers_claim_every_run_once_and_stop_at_the_total(tmp_path, sampler):
+    extra = {} if sampler == "grid" else {"sampler": {"kind": "tpe", "seed": 0}, "n_trials": 2}
+    a, b = (Plan(make_study(tmp_path, **extra), launch) for launch in ("a", "b"))
+    assert a.shared and b.shared
+    a.recover(), b.recover()  # both enqueue the grid: under the lock, once
+    claimed = [a.claim(), b.claim(), a.claim(), b.claim()]
+    assert all(run not in (None, WAIT) for run in claimed)
+    assert a.claim() == WAIT and b.claim() == WAIT  # all taken, some still running
+    for run in claimed[:3]:
+        tell_ok(a, run)
+    assert b.claim() == WAIT
+    tell_ok(b, claimed[3])
+    assert a.claim() is None and b.claim() is None
+    trials = a.trials()
+    assert Counter(t.state for t in trials) == {TrialState.COMPLETE: 4}
+    assert len({(t.user_attrs["point"], t.user_attrs["repeat"]) for t in trials}) == 4
+    assert a.done() == 4 and a.remaining() == 0
+
+
+def test_a_dead_launchers_run_goes_stale_and_runs_again_elsewhere(tmp_path, monkeypatch):
+    monkeypatch.setattr(plan_module, "HEARTBEAT_S", 1)
+    monkeypatch.setattr(plan_module, "GRACE_S", 1)
+    study = make_study(tmp_path, sampler={"kind": "tpe", "seed": 0}, n_trials=1, repeats=1)
+    dead, alive = Plan(study, "dead"), Plan(study, "alive")
+    lost = dead.claim()  # claimed, one heartbeat, then its launcher "dies"
+    assert alive.claim() == WAIT and alive.recover() == []  # not stale yet: left alone
+    time.sleep(2.5)
+    assert alive.recover() == [lost.number]  # stale: failed and its run queued again
+    again = alive.claim()
+    assert (again.point_id, again.repeat, again.seed) == (lost.point_id, lost.repeat, lost.seed)
+    tell_ok(alive, again)
+    assert alive.claim() is None
+    states = {t.number: t.state for t in alive.trials()}
+    assert states == {lost.number: TrialState.FAIL, again.number: TrialState.COMPLETE}
+    assert alive.done() == 1  # the stale FAIL does not count as a finished run
