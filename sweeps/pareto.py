@@ -305,6 +305,10 @@ def main(argv=None) -> int:
     except ConfigError as err:
         print(err, file=sys.stderr)
         return 2
+    url = study.storage_url()
+    if url.startswith("journal:") and not Path(url[len("journal:") :]).is_file():
+        print(f"no Optuna study {study.name!r} in {url}: run the study first", file=sys.stderr)
+        return 1
     try:
         tracker = None if args.no_mlflow else _latest_parent(study)
         analyse(study, tracker=tracker)

@@ -261,7 +261,9 @@ def run(study, plan, driver, concurrency: int, fit=None) -> None:
             search_alg=ConcurrencyLimiter(searcher, max_concurrent=concurrency),
             scheduler=scheduler,
             num_samples=limit,
-            reuse_actors=True,
+            reuse_actors=study.ray.reuse_actors
+            if study.ray.reuse_actors is not None
+            else study.resources.gpus > 0,
             trial_name_creator=lambda t: f"trial_{t.config['task']['number']:03d}",
             trial_dirname_creator=lambda t: f"trial_{t.config['task']['number']:03d}",
         ),

@@ -155,7 +155,9 @@ def test_ray_backend_gives_the_same_records_as_local(tmp_path):
     assert launch(local, fit=fake_fit.fit) == 0
     (tmp_path / "ray").mkdir()
     ray_study = load_study(
-        diverging_study(tmp_path / "ray", backend="ray", max_concurrent=2, ray={"num_cpus": 2}),
+        diverging_study(
+            tmp_path / "ray", backend="ray", max_concurrent=2, ray={"num_cpus": 2, "reuse_actors": True}
+        ),
     )
     assert launch(ray_study, fit=fake_fit.fit) == 0
     assert records(ray_study) == records(local)
@@ -168,7 +170,7 @@ def test_asha_stops_bad_trials_and_keeps_them_out_of_the_front(tmp_path):
         tmp_path,
         backend="ray",
         max_concurrent=1,
-        ray={"num_cpus": 2},
+        ray={"num_cpus": 2, "reuse_actors": True},
         scheduler={"kind": "asha", "grace_tokens": 1024, "reduction_factor": 2},
         repeats=3,
     )
@@ -178,3 +180,37 @@ def test_asha_stops_bad_trials_and_keeps_them_out_of_the_front(tmp_path):
     assert states[TrialState.COMPLETE] + states[TrialState.PRUNED] == 6
     pruned = [r for r in mlflow_runs(study, "trial") if r.data.tags["sweep.status"] == "pruned"]
     assert all(r.data.tags["pareto_rank"] == "-1" and r.info.status == "KILLED" for r in pruned)
+
+
+def test_real_trainer_end_to_end_on_the_local_backend(tmp_path, capsys):
+    """trainers.fit itself (no stand-in): tiny MQAR, baseline vs SATFormer, one seed each."""
+    study = load_study(write_study(tmp_path, repeats=1))
+    assert launch(study) == 0
+    trials = optuna_trials(study)
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
+    for child in mlflow_runs(study, "trial"):
+        assert child.info.status == "FINISHED"
+        assert {"final/val_loss", "final/tokens_per_s", "final/peak_mem_mb", "tokens"} <= set(
+            child.data.metrics
+        )
+    from sweeps import pareto
+
+    assert pareto.main([str(tmp_path / "t.yaml")]) == 0
+    assert "hypervolume" in capsys.readouterr().out
+
+
+def test_ray_launch_resumes_after_ctrl_c(tmp_path):
+    path = write_study(tmp_path, backend="ray", max_concurrent=1, ray={"num_cpus": 2, "reuse_actors": True})
+    study = load_study(path)
+    first = start(path)
+    wait_for_complete(study, 1, first, timeout=180)
+    first.send_signal(signal.SIGINT)
+    assert first.wait(120) == 130, first.stdout.read()
+    assert launch(study, fit=fake_fit.fit) == 0
+    trials = optuna_trials(study)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 4 and len({(t.user_attrs["point"], t.user_attrs["seed"]) for t in complete}) == 4
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    runs = mlflow_runs(study, "trial") + mlflow_runs(study, "parent")
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+    assert [r.data.tags["sweep.status"] for r in mlflow_runs(study, "trial")].count("ok") == 4
