@@ -63,6 +63,7 @@ class Driver:
     def interrupt(self, run: RunSpec, reason: str = "launch interrupted") -> None:
         run.trial.set_user_attr("fail_reason", INTERRUPTED)
         self.plan.requeue(run)
+        self.progress.running.discard(run.number)
         run_id = self.run_ids.pop(run.number, None)
         if run_id is not None:
             self.tracker.finish_child(run_id, "interrupted", {}, f"interrupted: {reason}")
