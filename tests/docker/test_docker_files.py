@@ -45,7 +45,9 @@ def words(command) -> list[str]:
 def commands(compose: dict) -> dict[str, list[str]]:
     out = {}
     for name, svc in compose["services"].items():
-        if "command" in svc:
+        if svc.get("entrypoint", [None])[:2] == ["sh", "-c"]:
+            out[name] = words(svc["entrypoint"][2])
+        elif svc.get("command"):
             out[name] = words(svc["command"])
     for path in DOCKERFILES:
         for word, args in instructions(path):
@@ -154,9 +156,10 @@ def test_the_launch_command_is_a_valid_launch_of_the_default_study(compose):
                if line and not line.startswith("#"))  # fmt: skip
     default = compose["services"]["launcher"]["environment"]["STUDY"]
     assert default == "${STUDY:-" + env["STUDY"] + "}"
-    argv = words(compose["services"]["launcher"]["command"])
-    launch = argv[argv.index("sweeps.launch") + 1 :]
-    launch = [env["STUDY"] if a == "${STUDY}" else a for a in launch if a != "${STUDY_OVERRIDES}"]
+    argv = commands(compose)["launcher"]
+    assert argv[-1] == "$@"  # `docker compose run --rm launcher --set ...` appends overrides
+    launch = argv[argv.index("sweeps.launch") + 1 : -1]
+    launch = [env["STUDY"] if a == "${STUDY}" else a for a in launch]
     assert (ROOT / env["STUDY"]).is_file()
     study = load_study(ROOT / launch[0], overrides_of(parse_args(launch)))
     assert study.backend == "ray" and study.ray.address == "auto"
