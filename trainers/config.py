@@ -102,10 +102,10 @@ class MQARDataConfig(DataConfig):
     values from the upper half, every key queried once after the context, loss on answers only."""
 
     kind: Literal["mqar"] = "mqar"
-    seq_len: int = _at_least(64, 4)
-    vocab: int = _at_least(256, 8)
-    num_kv_pairs: int = _at_least(8)
-    train_examples: int = _at_least(20_000)
+    seq_len: int = _at_least(16, 4)  # 4 * num_kv_pairs: no padding
+    vocab: int = _at_least(32, 8)
+    num_kv_pairs: int = _at_least(4)
+    train_examples: int = _at_least(100_000)
     val_examples: int = _at_least(1_000)
 
     def check(self, path: str) -> list[Issue]:
@@ -116,9 +116,12 @@ class MQARDataConfig(DataConfig):
                     f"given {self.num_kv_pairs}; allowed: at most seq_len/4 = {self.seq_len // 4}",
                 )
             ]
-        if self.num_kv_pairs > self.vocab // 2:
+        if self.num_kv_pairs > self.vocab // 2 - 1:
             return [
-                Issue(join(path, "num_kv_pairs"), f"given {self.num_kv_pairs}; at most vocab/2 keys exist")
+                Issue(
+                    join(path, "num_kv_pairs"),
+                    f"given {self.num_kv_pairs}; at most vocab/2 - 1 = {self.vocab // 2 - 1} keys exist",
+                )
             ]
         return []
 

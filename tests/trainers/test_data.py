@@ -23,8 +23,9 @@ def test_mqar_generator_properties():
     assert inputs.shape == targets.shape == (200, seq_len)
     for x, y in zip(inputs, targets, strict=True):
         keys, values = x[0 : 2 * pairs : 2], x[1 : 2 * pairs : 2]
-        assert (keys < vocab // 2).all() and (values >= vocab // 2).all() and (values < vocab).all()
-        assert len(set(keys)) == pairs  # distinct keys
+        assert (keys >= 1).all() and (keys < vocab // 2).all()  # 0 is reserved (blank / padding)
+        assert (values >= vocab // 2).all() and (values < vocab).all()
+        assert len(set(keys)) == pairs and len(set(values)) == pairs  # distinct keys and values
         q_keys = x[2 * pairs : 4 * pairs : 2]
         assert sorted(q_keys) == sorted(keys)  # every key queried exactly once
         answer = y != IGNORE
@@ -32,9 +33,21 @@ def test_mqar_generator_properties():
         assert (np.flatnonzero(answer) == np.arange(2 * pairs, 4 * pairs, 2)).all()  # loss on answers only
         lookup = dict(zip(keys, values, strict=True))
         assert all(y[t] == lookup[x[t]] for t in np.flatnonzero(answer))
-        assert all(x[t + 1] == y[t] for t in np.flatnonzero(answer) if t + 1 < seq_len)
+        assert (x[2 * pairs + 1 : 4 * pairs : 2] == 0).all() and (x[4 * pairs :] == 0).all()
     orders = {tuple(x[2 * pairs : 4 * pairs : 2]) for x in inputs[:20]}
     assert len(orders) > 1  # random query order
+
+
+def test_mqar_answers_appear_only_in_the_context():
+    """No answer is an input outside the context: a later query cannot be answered by
+    elimination of the values already answered (the ~(1 + 1/2 + ... + 1/N)/N plateau)."""
+    vocab, pairs = 32, 4
+    inputs, targets = generate(np.random.default_rng(2), 300, 4 * pairs, vocab, pairs)
+    for x, y in zip(inputs, targets, strict=True):
+        for t in np.flatnonzero(y != IGNORE):
+            seen = np.flatnonzero(x[: t + 1] == y[t])
+            assert len(seen) == 1 and seen[0] < 2 * pairs and x[seen[0] - 1] == x[t]
+        assert not np.isin(x[2 * pairs :], x[1 : 2 * pairs : 2]).any()
 
 
 def test_mqar_is_deterministic_per_seed():

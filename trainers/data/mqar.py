@@ -1,13 +1,16 @@
 """Multi-query associative recall (MQAR), as in Zoology (Arora et al., arXiv 2312.04927).
 
-One example of `seq_len + 1` tokens with N = num_kv_pairs, half = vocab // 2:
+One example of `seq_len` tokens with N = num_kv_pairs, half = vocab // 2:
 
-    k_1 v_1 k_2 v_2 ... k_N v_N | k_p1 v_p1 k_p2 v_p2 ... k_pN v_pN | 0 0 ... 0
+    k_1 v_1 k_2 v_2 ... k_N v_N | k_p1 0 k_p2 0 ... k_pN 0 | 0 0 ... 0
     context (2N)                  every key queried once, random order p (2N)  padding
 
-Keys are N distinct tokens from [0, half), values N distinct tokens from [half, vocab).
-inputs = example[:-1]; targets = -100 everywhere except at each query key, whose target is
-its value (the next token). The loss and `mqar_acc` therefore count answers only.
+Keys are N distinct tokens from [1, half), values N distinct tokens from [half, vocab); token 0
+is reserved (the blank after each query and the padding), as in Zoology. targets = -100
+everywhere except at each query key, whose target is its value: no answer is ever an input
+outside the context, so later queries cannot be answered by elimination (with the answers
+written after the queries, picking an unused value scores (1 + 1/2 + ... + 1/N) / N, ~0.52 at
+N = 4, without any recall). The loss and `mqar_acc` therefore count answers only.
 Generated on the fly (vectorised numpy) from the trial seed; validation from a fixed seed.
 """
 
@@ -35,17 +38,17 @@ def _distinct(rng: np.random.Generator, n: int, k: int, low: int, high: int) -> 
 def generate(rng: np.random.Generator, n: int, seq_len: int, vocab: int, num_kv_pairs: int):
     """(inputs [n, seq_len] int64, targets [n, seq_len] int64 with IGNORE off the answers)."""
     half, pairs = vocab // 2, num_kv_pairs
-    keys = _distinct(rng, n, pairs, 0, half)
+    keys = _distinct(rng, n, pairs, 1, half)  # 0 is the blank / padding token
     values = _distinct(rng, n, pairs, half, vocab)
     order = np.argsort(rng.random((n, pairs)), axis=1)  # the query order p, per example
     q_keys = np.take_along_axis(keys, order, axis=1)
     q_values = np.take_along_axis(values, order, axis=1)
-    seq = np.zeros((n, seq_len + 1), dtype=np.int64)
-    seq[:, 0 : 2 * pairs : 2], seq[:, 1 : 2 * pairs : 2] = keys, values
-    seq[:, 2 * pairs : 4 * pairs : 2], seq[:, 2 * pairs + 1 : 4 * pairs : 2] = q_keys, q_values
+    inputs = np.zeros((n, seq_len), dtype=np.int64)
+    inputs[:, 0 : 2 * pairs : 2], inputs[:, 1 : 2 * pairs : 2] = keys, values
+    inputs[:, 2 * pairs : 4 * pairs : 2] = q_keys  # each followed by a blank, never its answer
     targets = np.full((n, seq_len), IGNORE, dtype=np.int64)
     targets[:, 2 * pairs : 4 * pairs : 2] = q_values  # at each query key, predict its value
-    return seq[:, :-1], targets
+    return inputs, targets
 
 
 class TrainExamples(Dataset):
