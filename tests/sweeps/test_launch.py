@@ -178,6 +178,7 @@ def test_asha_stops_bad_trials_and_keeps_them_out_of_the_front(tmp_path):
     assert launch(study, fit=fake_fit.fit) == 0
     states = Counter(t.state for t in optuna_trials(study))
     assert states[TrialState.COMPLETE] + states[TrialState.PRUNED] == 6
+    assert states[TrialState.PRUNED] >= 1  # seeds 1, 2 of a point are 0.01, 0.02 worse at every rung
     pruned = [r for r in mlflow_runs(study, "trial") if r.data.tags["sweep.status"] == "pruned"]
     assert all(r.data.tags["pareto_rank"] == "-1" and r.info.status == "KILLED" for r in pruned)
 
