@@ -255,15 +255,17 @@ def run(study, plan, driver, concurrency: int, fit=None) -> None:
             reduction_factor=study.scheduler.reduction_factor,
         )
     resources = {"cpu": study.resources.cpus, "gpu": study.resources.gpus}
+    reuse = study.ray.reuse_actors if study.ray.reuse_actors is not None else study.resources.gpus > 0
+    # A shared study never reuses: Tune keeps cached actors (and their CPUs/GPUs) while its searcher
+    # is not finished, so a launcher waiting on another's last runs would starve them (deadlock).
+    reuse = reuse and not plan.shared
     tuner = tune.Tuner(
         tune.with_resources(tune.with_parameters(trainable, fit=fit), resources),
         tune_config=tune.TuneConfig(
             search_alg=ConcurrencyLimiter(searcher, max_concurrent=concurrency),
             scheduler=scheduler,
             num_samples=limit,
-            reuse_actors=study.ray.reuse_actors
-            if study.ray.reuse_actors is not None
-            else study.resources.gpus > 0,
+            reuse_actors=reuse,
             trial_name_creator=lambda t: f"trial_{t.config['task']['number']:03d}",
             trial_dirname_creator=lambda t: f"trial_{t.config['task']['number']:03d}",
         ),
