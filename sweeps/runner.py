@@ -36,6 +36,7 @@ class Driver:
             tracking_uri=self.tracker.uri,
             resolved=resolved,
             data_root=self.plan.study.output.data_root,
+            keep_checkpoint=self.plan.study.output.checkpoints,
         )
 
     def end(self, run: RunSpec, outcome: Outcome) -> list[float] | None:

@@ -129,6 +129,7 @@ class OutputConfig:
     storage: str | None = None  # Optuna: None -> journal file results/<name>/optuna.journal; or an RDB URL
     dir: str = "results"  # results/<name>/: the Optuna journal, Ray's trial folders, the lock
     data_root: str | None = None  # passed to trainers.fit (corpus caches, token shards)
+    checkpoints: bool = True  # keep each trial's final weights (artifact checkpoint/final.ckpt)
 
 
 @dataclasses.dataclass(frozen=True)

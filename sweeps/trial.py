@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 Report = Callable[[dict[str, Any]], None]
@@ -26,6 +28,7 @@ class TrialTask:
     tracking_uri: str
     resolved: dict[str, Any]  # the full trial tree (TrialConfig.to_dict())
     data_root: str | None = None
+    keep_checkpoint: bool = False  # log the final weights as the artifact checkpoint/final.ckpt
 
 
 @dataclasses.dataclass
@@ -78,16 +81,30 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
     config = TrialConfig.from_dict(task.resolved)
     logger = MLFlowLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
     callbacks = [report_callback(report)] if report is not None else []
+    folder = tempfile.TemporaryDirectory(prefix="satsweep-ckpt-") if task.keep_checkpoint else None
+    checkpoint = Path(folder.name) / "final.ckpt" if folder else None
     try:
         metrics = scalar_metrics(
-            fit(config, loggers=[logger], callbacks=callbacks, data_root=task.data_root) or {}
+            fit(
+                config,
+                loggers=[logger],
+                callbacks=callbacks,
+                data_root=task.data_root,
+                checkpoint_path=checkpoint,
+            )
+            or {}
         )
+        if checkpoint is not None and checkpoint.is_file():  # for `python -m sweeps.analyze <run id>`
+            logger.experiment.log_artifact(task.run_id, str(checkpoint), artifact_path="checkpoint")
         bad = [k for k, v in metrics.items() if k.endswith("loss") and not math.isfinite(v)]
         if bad:
             return Outcome("diverged", metrics, f"{bad[0]} is {metrics[bad[0]]}", time.time() - start)
         return Outcome("ok", metrics, "", time.time() - start)
     except Exception as err:  # the study goes on; the driver records why this trial failed
         return Outcome(classify(err), {}, _describe(err), time.time() - start)
+    finally:
+        if folder is not None:
+            folder.cleanup()
 
 
 def classify(err: BaseException) -> str:

@@ -198,6 +198,14 @@ def test_real_trainer_end_to_end_on_the_local_backend(tmp_path, capsys):
 
     assert pareto.main([str(tmp_path / "t.yaml")]) == 0
     assert "hypervolume" in capsys.readouterr().out
+    # Each trial keeps its final weights; the gate analysis runs on the SATFormer trial by run id.
+    from sweeps import analyze
+
+    sat = next(r for r in mlflow_runs(study, "trial") if r.data.tags["kind"] == "value_residual")
+    assert "checkpoint/final.ckpt" in artifacts(study, sat)
+    out = tmp_path / "analysis"
+    assert analyze.main([sat.info.run_id, "--tracking-uri", study.mlflow_uri(), "--out", str(out)]) == 0
+    assert "analysis/summary.json" in artifacts(study, sat)
 
 
 def test_ray_launch_resumes_after_ctrl_c(tmp_path):
