@@ -132,7 +132,7 @@ class GatedMix(nn.Module):
         gate = self.act(x @ self.weight[j])  # [B, T, D] @ [D, width] -> [B, T, width]
         if gate_hook is not None:
             gate = gate_hook(gate)
-        return v + gate.unsqueeze(-1) * v_tap, gate  # broadcast over hd
+        return torch.addcmul(v, gate.unsqueeze(-1), v_tap), gate  # one fused kernel; broadcast over hd
 
     def make_neutral_(self) -> bool:
         self.weight.zero_()
@@ -157,7 +157,7 @@ class StaticMix(nn.Module):
     def forward(self, j: int, v, x, v_tap, gate_hook=None):
         lam_tap = self.lambda_tap[j].view(-1, 1)  # [width, 1] broadcasts over [B, T, N_kv, hd]
         lam_self = self.lambda_self[j].view(-1, 1)
-        return lam_self * v + lam_tap * v_tap, None
+        return torch.addcmul(lam_self * v, lam_tap, v_tap), None
 
     def make_neutral_(self) -> bool:
         self.lambda_tap.zero_()
