@@ -198,6 +198,15 @@ def _check_range(f: dataclasses.Field, value, path: str, issues: list[Issue]) ->
             issues.append(Issue(path, f"given {value!r}; allowed: a number {symbol} {bound}"))
 
 
+def variant_by_kind(cls, variants: Mapping[str, type], data: Mapping, path: str, issues: list[Issue]):
+    """For `resolve_variant`: the class in `variants` named by `data["kind"]` (default: cls's kind)."""
+    kind = data.get("kind", cls.__dataclass_fields__["kind"].default)
+    if kind not in variants:
+        issues.append(Issue(join(path, "kind"), f"given {kind!r}; allowed: {choices(variants)}"))
+        return None
+    return variants[kind]
+
+
 def parse(cls, data: Mapping, path: str = "", source: str | None = None):
     """Parses `data` into the config dataclass `cls`; raises ConfigError listing every problem."""
     issues: list[Issue] = []

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from arch import ModelConfig
-from arch.configtree import ConfigError, Issue, choices, dump, join, parse
+from arch.configtree import ConfigError, Issue, dump, join, parse, variant_by_kind
 
 DATA_KINDS: dict[str, type[DataConfig]] = {}
 
@@ -39,11 +39,7 @@ class DataConfig:
 
     @classmethod
     def resolve_variant(cls, data, path: str, issues: list[Issue]):
-        kind = data.get("kind", cls.__dataclass_fields__["kind"].default)
-        if kind not in DATA_KINDS:
-            issues.append(Issue(join(path, "kind"), f"given {kind!r}; allowed: {choices(DATA_KINDS)}"))
-            return None
-        return DATA_KINDS[kind]
+        return variant_by_kind(cls, DATA_KINDS, data, path, issues)
 
     def vocab_size(self, path: str, issues: list[Issue]) -> int | None:
         raise NotImplementedError

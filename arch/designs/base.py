@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 from torch import nn
 
-from arch.configtree import Issue, choices, join
+from arch.configtree import Issue, variant_by_kind
 
 if TYPE_CHECKING:
     from arch.config import ModelConfig
@@ -37,11 +37,8 @@ class ResidualConfig:
 
     @classmethod
     def resolve_variant(cls, data, path: str, issues: list[Issue]):
-        kind = data.get("kind", cls.__dataclass_fields__["kind"].default)
-        if kind not in _REGISTRY:
-            issues.append(Issue(join(path, "kind"), f"given {kind!r}; allowed: {choices(sorted(_REGISTRY))}"))
-            return None
-        return _REGISTRY[kind].config_cls
+        variants = {kind: _REGISTRY[kind].config_cls for kind in sorted(_REGISTRY)}
+        return variant_by_kind(cls, variants, data, path, issues)
 
     def check_against(self, model: ModelConfig, path: str) -> list[Issue]:
         """Problems that only show with the model's dimensions (e.g. a tap beyond the depth)."""

@@ -1,23 +1,12 @@
 """Facts of the dense designs beyond the shared harness: patterns, inits, formulas, references."""
 
-import copy
-
 import pytest
 import torch
 
-from arch import ConfigError, ModelConfig, build_model
+from arch import ConfigError, ModelConfig
 from arch.designs.denseformer import dwa_inputs
 from tests.arch.design_examples import HARNESS_MODEL
-
-
-def make(residual, seed=0, **overrides):
-    torch.manual_seed(seed)
-    return build_model({**HARNESS_MODEL, **overrides, "residual": copy.deepcopy(residual)})
-
-
-def tokens(batch=2, length=16, seed=1):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, HARNESS_MODEL["vocab_size"], (batch, length), generator=g)
+from tests.arch.test_designs import make, tokens  # noqa: E402  (the harness builders)
 
 
 def randomise_(module, seed=7):
