@@ -88,6 +88,21 @@ def design_tags(resolved_trial: Mapping) -> dict[str, str]:
     return {k: str(residual[k]) for k in DESIGN_TAG_KEYS if k in residual}
 
 
+def experiment_id(mlflow_client, name: str) -> str:
+    """The id of experiment `name`, created if needed; safe when launchers start at once."""
+    from mlflow.exceptions import MlflowException
+
+    found = mlflow_client.get_experiment_by_name(name)
+    if found:
+        return found.experiment_id
+    try:
+        return mlflow_client.create_experiment(name)
+    except MlflowException as err:  # another launcher created it between the lookup and here
+        if err.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+        return mlflow_client.get_experiment_by_name(name).experiment_id
+
+
 class Tracker:
     """MLflow client for one launch of one study (driver side)."""
 
@@ -96,8 +111,7 @@ class Tracker:
         self.client = client(uri)
         self.study = study
         self.launch = launch
-        found = self.client.get_experiment_by_name(experiment)
-        self.experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
+        self.experiment_id = experiment_id(self.client, experiment)
         self.parent_id: str | None = None
 
     # --- parent -----------------------------------------------------------------------------

@@ -223,3 +223,15 @@ def test_ray_launch_resumes_after_ctrl_c(tmp_path):
     runs = mlflow_runs(study, "trial") + mlflow_runs(study, "parent")
     assert not [r for r in runs if r.info.status == "RUNNING"]
     assert [r.data.tags["sweep.status"] for r in mlflow_runs(study, "trial")].count("ok") == 4
+
+
+def test_experiment_created_by_another_launcher_in_between_is_reused(tmp_path):
+    """Two launchers starting at once race to create the study's experiment: the loser reuses it."""
+    from sweeps.tracking import client, experiment_id
+
+    c = client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    created = c.create_experiment("race")
+    lookups = iter([None])  # the first lookup misses, as if the other launcher had not yet committed
+    real_lookup = c.get_experiment_by_name
+    c.get_experiment_by_name = lambda name: next(lookups, None) or real_lookup(name)
+    assert experiment_id(c, "race") == created
