@@ -30,15 +30,13 @@ import statistics
 import sys
 import time
 
-import psutil
 import torch
 
 from arch import build_model
-from trainers.callbacks import flops_per_token
 from trainers.config import TrainConfig
+from trainers.costs import MIB, PeakMeter, flops_per_token
 from trainers.optim import build_optimizer
 
-MIB = 1 << 20
 MMAP_THRESHOLD = "65536"
 
 # One representative configuration per design family; `--designs` picks a subset.
@@ -72,48 +70,6 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-class PeakMeter:
-    """Peak memory of a code region, in bytes (see the module docstring for the method)."""
-
-    def __init__(self, device: torch.device):
-        self.device, self.proc = device, psutil.Process()
-        self.peak = 0
-
-    def rss(self) -> int:
-        return self.proc.memory_info().rss
-
-    def __enter__(self):
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            torch.cuda.reset_peak_memory_stats(self.device)
-            return self
-        import threading
-
-        self.peak = self.rss()
-        self._halt = threading.Event()
-
-        def sample():
-            while not self._halt.is_set():
-                self.peak = max(self.peak, self.rss())
-                self._halt.wait(0.001)
-
-        self._thread = threading.Thread(target=sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            self.peak = torch.cuda.max_memory_allocated(self.device)
-            return
-        self._halt.set()
-        self._thread.join()
-        self.peak = max(self.peak, self.rss())
-
-    def in_use(self) -> int:
-        return torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else self.rss()
-
-
 def matmul_peak_flops(device: torch.device, dtype: torch.dtype) -> float:
     """Achieved FLOP/s of a large square GEMM (the best of a few), this run's hardware ceiling."""
     n = 8192 if device.type == "cuda" else 2048
@@ -140,7 +96,6 @@ def run_design(name, residual, args, device, autocast_dtype) -> dict[str, float]
     """One round of one design: build, warm up, time training and forward, measure memory."""
     gc.collect()
     meter = PeakMeter(device)
-    before = meter.in_use()
     torch.manual_seed(0)
     model = build_model({"preset": args.preset, "max_seq_len": max(args.seq_len, 256), "residual": residual})
     model = model.to(device)
@@ -185,7 +140,7 @@ def run_design(name, residual, args, device, autocast_dtype) -> dict[str, float]
         "train_tokens_per_cpu_s": tokens / train_cpu_s,
         "forward_tokens_per_s": tokens / fwd_s,
         "peak_mem_mb": meter.peak / MIB,
-        "peak_mem_delta_mb": (meter.peak - before) / MIB,
+        "peak_mem_delta_mb": (meter.peak - meter.start) / MIB,
         "params_total": counts["total"],
         "params_design": counts["design"],
         "flops_per_token": flops_per_token(model, args.seq_len),

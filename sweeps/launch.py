@@ -4,6 +4,10 @@ Validates the study (exit 2 on any problem, creating nothing), then runs it: Ray
 (backend ray, the default) or Optuna's `study.optimize` in this process (backend local), one
 Lightning training per run, recorded in MLflow and the Optuna storage, and ends with the
 Pareto fronts. The same command resumes an interrupted study.
+
+This module only parses, locks and dispatches: the study (`sweeps.spec`) owns its grid and
+trial configs, the plan (`sweeps.plan`) the Optuna side, the driver (`sweeps.runner`) each run's
+records, and the backends (`sweeps.backends`) where runs execute.
 """
 
 from __future__ import annotations
@@ -11,9 +15,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -62,9 +64,7 @@ def concurrency(study: Study, cpus: float | None = None, gpus: float | None = No
 
 
 def plan_text(study: Study) -> str:
-    from trainers.config import TrialConfig
-
-    base = TrialConfig.from_dict(study.trial)
+    base = study.base
     space = study.search_space
     lines = [
         f"study        {study.name}: {study.description}".rstrip(": "),
@@ -72,7 +72,7 @@ def plan_text(study: Study) -> str:
         f"space        {len(space)} parameter(s): {', '.join(space.params) or '-'}",
     ]
     if study.sampler.kind == "grid":
-        lines.append(f"grid         {len(space.grid(study.trial))} point(s)")
+        lines.append(f"grid         {len(study.grid)} point(s)")
     lines += [
         f"points       {study.n_points()} x {study.repeats} seed(s) = {study.n_runs()} trial(s)",
         f"objectives   {', '.join(f'{o.metric} ({o.direction})' for o in study.objectives)}",
@@ -88,7 +88,7 @@ def plan_text(study: Study) -> str:
         f"results      {study.results_dir()}",
     ]
     if study.sampler.kind == "grid":
-        for i, point in enumerate(space.grid(study.trial)[: study.n_points()]):
+        for i, point in enumerate(study.planned_points()):
             lines.append(f"  point {i:3d}  " + ", ".join(f"{k}={v}" for k, v in point.items()))
     return "\n".join(lines)
 
@@ -123,24 +123,20 @@ class LaunchLock:
 
 def launch(study: Study, fit: Callable | None = None, stream=None) -> int:
     """Runs (or resumes) the study; returns the process exit status."""
+    from sweeps import backends
+
     stream = stream or sys.stdout
     launch_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{time.time_ns() % 1000:03d}"
-    cluster = None
-    if study.backend == "ray":
-        from sweeps import raytune
-
-        cluster = raytune.connect(study)  # checks the cluster's resources before creating anything
+    backend = backends.get(study.backend)
+    cluster = backend.connect(study)  # checks the cluster's resources before creating anything
     try:
         with LaunchLock(study.results_dir()):
-            return _run(study, fit, stream, launch_id, cluster)
+            return _run(study, fit, stream, launch_id, backend, cluster)
     finally:
-        if cluster is not None:
-            import ray
-
-            ray.shutdown()
+        backend.disconnect()
 
 
-def _run(study, fit, stream, launch_id, cluster) -> int:
+def _run(study, fit, stream, launch_id, backend, cluster) -> int:
     from sweeps import pareto
     from sweeps.plan import Plan
     from sweeps.progress import Progress
@@ -174,14 +170,8 @@ def _run(study, fit, stream, launch_id, cluster) -> int:
     progress.say(f"{plan.remaining()} trial(s) to run, {n} at a time; MLflow parent run {tracker.parent_id}")
     driver = Driver(plan, tracker, progress)
     status = "FINISHED"
-    stop = StopFlag()
     try:
-        if study.backend == "local":
-            run_local(plan, driver, fit, stop)
-        else:
-            from sweeps import raytune
-
-            raytune.run(study, plan, driver, n, fit)
+        backend.run(plan, driver, n, fit)
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C (Lightning turns it into SystemExit)
         status = "KILLED"
         progress.say("interrupted; the same command resumes the study")
@@ -189,69 +179,12 @@ def _run(study, fit, stream, launch_id, cluster) -> int:
         status = "FAILED"
         raise
     finally:
-        stop.restore()
         summary = (
             pareto.analyse(study, plan=plan, tracker=tracker, stream=stream) if status == "FINISHED" else {}
         )
         tracker.finish_parent(status, {"wall_s": time.time() - progress.start, **summary})
     progress.say(progress.summary())
     return 0 if status == "FINISHED" else 130
-
-
-class StopFlag:
-    """Ctrl-C: raises KeyboardInterrupt and remembers it, so that an interrupt Python swallows
-    (one landing in a weakref callback or a __del__) still stops the launch after the current trial."""
-
-    def __init__(self):
-        self.set = False
-        self.previous = None
-        if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGINT, self._handle)
-
-    def _handle(self, signum, frame):
-        self.set = True
-        raise KeyboardInterrupt
-
-    def restore(self) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
-            self.previous = None
-
-
-def run_local(plan, driver, fit, stop: StopFlag | None = None) -> None:
-    """Backend local: Optuna's study.optimize in this process, one run at a time."""
-    import optuna
-
-    from sweeps.trial import execute
-
-    class TrialFailed(Exception):
-        pass
-
-    def objective(trial: optuna.Trial):
-        run = plan.prepare(trial)
-        task = driver.begin(run)
-        try:
-            outcome = execute(task, fit=fit)
-        except BaseException:
-            driver.interrupt(run)
-            raise
-        values = driver.end(run, outcome)
-        if values is None:
-            raise TrialFailed(outcome.error.splitlines()[0] if outcome.error else outcome.status)
-        return values
-
-    remaining = plan.remaining()
-    if remaining:
-        halt = (lambda study, trial: study.stop() if stop.set else None) if stop else None
-        plan.optuna.optimize(
-            objective,
-            n_trials=remaining,
-            catch=(TrialFailed,),
-            gc_after_trial=True,
-            callbacks=[halt] if halt else None,
-        )
-        if stop is not None and stop.set:
-            raise KeyboardInterrupt
 
 
 def main(argv=None) -> int:

@@ -12,97 +12,28 @@ found at start-up belongs to an earlier launch that died: it is marked FAIL with
 n_points x repeats.
 
 RDB storage (SQLite, PostgreSQL): several launchers may share one study. Open trials carry
-Optuna heartbeats (`RDBStorage(heartbeat_interval=, grace_period=)`); only trials whose
-heartbeat went stale are failed (`optuna.storages.fail_stale_trials`) and their run queued
-again (the storage's stale-trial callback). `Plan.claim` takes the next run under a study lock
-(a PostgreSQL advisory lock; a file lock beside a SQLite or journal file): enqueueing the grid,
+Optuna heartbeats; only trials whose heartbeat went stale are failed and their run queued
+again (`sweeps.storage` holds the storage, heartbeat and lock mechanics). `Plan.claim` takes
+the next run under a study lock (a PostgreSQL advisory lock; a file lock beside a SQLite or
+journal file): enqueueing the grid,
 counting and asking happen as one step, so two launchers never run one (point, repeat) twice
 and together stop at exactly n_points x repeats.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
-import hashlib
 import warnings
-from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
 
+from sweeps import storage as storages
 from sweeps.space import point_id
 from sweeps.spec import Study
 
 INTERRUPTED = "interrupted"
-HEARTBEAT_S = 20  # RDB storages: an open trial's heartbeat; stale (its launcher died) after GRACE_S
-GRACE_S = 90
 WAIT = "wait"  # Plan.claim: nothing to claim now, but other launchers' runs may still fail
-
-
-def requeue_stale(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-    """Heartbeat-stale trial callback: the run of a dead launcher is queued again (same point and
-    repeat). Grid runs need nothing here: `Plan.claim` enqueues every missing (point, repeat)."""
-    if "repeat" in trial.user_attrs and "point" in trial.user_attrs:
-        attrs = {"repeat": trial.user_attrs["repeat"], "point": trial.user_attrs["point"]}
-        study.enqueue_trial(dict(trial.params), user_attrs=attrs)
-
-
-def storage(url: str):
-    if url.startswith("journal:"):
-        from optuna.storages import JournalStorage
-        from optuna.storages.journal import JournalFileBackend
-
-        path = Path(url[len("journal:") :])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return JournalStorage(JournalFileBackend(str(path)))
-    with warnings.catch_warnings():  # heartbeats are marked experimental (since Optuna 2.9)
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.storages.RDBStorage(
-            url,
-            heartbeat_interval=HEARTBEAT_S,
-            grace_period=GRACE_S,
-            heartbeat_stale_trial_callback=requeue_stale,
-        )
-
-
-def shared(store) -> bool:
-    """RDB storages with heartbeats: several launchers may run one study at once."""
-    from optuna.storages._heartbeat import is_heartbeat_enabled
-
-    return is_heartbeat_enabled(store)
-
-
-@contextlib.contextmanager
-def study_lock(store, url: str, name: str):
-    """One launcher at a time in the block, across hosts for PostgreSQL (an advisory lock on the
-    study's name, released with its connection), on one host (or NFS with locking) for files."""
-    if isinstance(store, optuna.storages.RDBStorage) and store.engine.dialect.name == "postgresql":
-        import sqlalchemy
-
-        key = int.from_bytes(hashlib.sha256(f"satsweep:{name}".encode()).digest()[:8], "big", signed=True)
-        with store.engine.connect() as conn:
-            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": key})
-            try:
-                yield
-            finally:
-                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-                conn.commit()
-        return
-    if url.startswith("journal:"):
-        path = Path(url[len("journal:") :])
-    elif url.startswith("sqlite:///"):
-        path = Path(url[len("sqlite:///") :])
-    else:  # other databases: no cross-launcher lock (run one launcher per study)
-        yield
-        return
-    with open(f"{path}.{name}.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def sampler(study: Study):
@@ -157,7 +88,7 @@ class Plan:
         self.launch = launch
         self.space = study.search_space
         optuna.logging.set_verbosity(optuna.logging.ERROR)
-        self.storage = storage(study.storage_url())
+        self.storage = storages.open_storage(study.storage_url())
         self.optuna = optuna.create_study(
             study_name=study.name,
             storage=self.storage,
@@ -170,10 +101,10 @@ class Plan:
             self.optuna.set_metric_names([o.metric for o in study.objectives])
         self.target = study.n_runs()
 
-        self.shared = shared(self.storage)
+        self.shared = storages.shared(self.storage)
 
     def lock(self):
-        return study_lock(self.storage, self.study.storage_url(), self.study.name)
+        return storages.study_lock(self.storage, self.study.storage_url(), self.study.name)
 
     # --- start-up ---------------------------------------------------------------------------
     def recover(self) -> list[int]:
@@ -184,8 +115,7 @@ class Plan:
                 return self._fail_stale()
         recovered = []
         for t in self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            self.storage.set_trial_user_attr(t._trial_id, "fail_reason", INTERRUPTED)
-            self.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            storages.mark_failed(self.storage, t, INTERRUPTED)
             recovered.append(t.number)
             if self.study.sampler.kind != "grid" and "repeat" in t.user_attrs:
                 attrs = {"repeat": t.user_attrs["repeat"], "point": point_id(t.params)}
@@ -196,9 +126,7 @@ class Plan:
 
     def _fail_stale(self) -> list[int]:
         before = {t.number for t in self.trials() if t.state == TrialState.RUNNING}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            optuna.storages.fail_stale_trials(self.optuna)
+        storages.fail_stale(self.optuna)
         stale = sorted(t.number for t in self.trials() if t.number in before and t.state == TrialState.FAIL)
         if self.study.sampler.kind == "grid":
             self._enqueue_grid()
@@ -217,11 +145,11 @@ class Plan:
             running = sum(t.state == TrialState.RUNNING for t in trials)
             done = sum(is_done(t) for t in trials)
             if waiting or (self.study.sampler.kind != "grid" and done + running < self.target):
-                with warnings.catch_warnings():  # ask/tell with heartbeats: we beat (sweeps.raytune)
+                with warnings.catch_warnings():  # ask/tell with heartbeats: we beat (storage.Heartbeats)
                     warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
                     run = self.ask()
-                if self.shared:  # alive from now on; the launcher keeps beating (sweeps.raytune)
-                    self.storage.record_heartbeat(run.trial._trial_id)
+                if self.shared:  # alive from now on; the launcher keeps beating (storage.Heartbeats)
+                    storages.beat(self.storage, run.trial)
                 return run
             return WAIT if running else None
 
@@ -236,7 +164,7 @@ class Plan:
             for t in self.optuna.get_trials(deepcopy=False)
             if is_done(t) or t.state in (TrialState.WAITING, TrialState.RUNNING)
         }
-        for point in self.space.grid(self.study.trial)[: self.study.n_points()]:
+        for point in self.study.planned_points():
             for r in range(self.study.repeats):
                 if (point_id(point), r) not in taken:
                     self.optuna.enqueue_trial(point, user_attrs={"repeat": r, "point": point_id(point)})
@@ -257,26 +185,23 @@ class Plan:
 
     def prepare(self, trial: optuna.Trial) -> RunSpec:
         """Samples (or reads the enqueued) point of an asked trial and fixes its repeat and seed."""
-        point = self.space.suggest(trial, self.study.trial)
+        point = self.space.suggest(trial)
         repeat = trial.user_attrs.get("repeat")
         if repeat is None:
             repeat = 0
             trial.set_user_attr("repeat", 0)
             for r in range(1, self.study.repeats):
                 self.optuna.enqueue_trial(point, user_attrs={"repeat": r, "point": point_id(point)})
-        seed = int(self.study.trial.get("seed", 0)) + int(repeat)
+        seed = self.study.seed_of(int(repeat))
         pid = point_id(point)
         trial.set_user_attr("point", pid)
         trial.set_user_attr("seed", seed)
         trial.set_user_attr("launch", self.launch)
         return RunSpec(trial, point, pid, int(repeat), seed)
 
-    def resolved_tree(self, run: RunSpec) -> dict:
-        from trainers.config import TrialConfig
-
-        tree = self.space.apply(self.study.trial, run.point)
-        tree["seed"] = run.seed
-        return TrialConfig.from_dict(tree).to_dict()
+    def trial_config(self, run: RunSpec):
+        """The resolved `TrialConfig` of a run (its point and seed)."""
+        return self.study.trial_config(run.point, run.seed)
 
     def values(self, metrics: dict) -> list[float] | None:
         out = []

@@ -24,8 +24,10 @@ class Driver:
         self.began: dict[int, float] = {}
 
     def begin(self, run: RunSpec) -> TrialTask:
-        resolved = self.plan.resolved_tree(run)
-        run_id = self.tracker.start_child(run.number, run.point, run.seed, run.point_id, resolved)
+        config = self.plan.trial_config(run)
+        resolved = config.to_dict()
+        design = config.model.residual.descriptors()
+        run_id = self.tracker.start_child(run.number, run.point, run.seed, run.point_id, resolved, design)
         run.trial.set_user_attr("mlflow_run_id", run_id)
         self.run_ids[run.number] = run_id
         self.began[run.number] = time.time()

@@ -67,9 +67,6 @@ class Param:
         return kinds[kind]
 
     # Interface of every parameter kind.
-    def distribution(self):
-        raise NotImplementedError
-
     def suggest(self, trial, name: str):
         raise NotImplementedError
 
@@ -119,11 +116,6 @@ class CategoricalParam(Param):
     def labels(self) -> list:
         return list(self.choices) if isinstance(self.choices, dict) else list(self.choices)
 
-    def distribution(self):
-        from optuna.distributions import CategoricalDistribution
-
-        return CategoricalDistribution(self.labels())
-
     def suggest(self, trial, name: str):
         return trial.suggest_categorical(name, self.labels())
 
@@ -148,11 +140,6 @@ class IntParam(Param):
         if self.log and (self.low < 1 or self.step != 1):
             return [Issue(join(path, "log"), "log scale needs low >= 1 and step 1")]
         return []
-
-    def distribution(self):
-        from optuna.distributions import IntDistribution
-
-        return IntDistribution(self.low, self.high, log=self.log, step=self.step)
 
     def suggest(self, trial, name: str):
         return trial.suggest_int(name, self.low, self.high, step=self.step, log=self.log)
@@ -180,11 +167,6 @@ class FloatParam(Param):
         if self.log and self.step is not None:
             return [Issue(join(path, "step"), "given a step with log: true; allowed: one of the two")]
         return []
-
-    def distribution(self):
-        from optuna.distributions import FloatDistribution
-
-        return FloatDistribution(self.low, self.high, log=self.log, step=self.step)
 
     def suggest(self, trial, name: str):
         return trial.suggest_float(name, self.low, self.high, step=self.step, log=self.log)
@@ -218,10 +200,17 @@ _ABSENT = object()
 
 
 class SearchSpace:
-    """An ordered mapping of parameter name (a trial key path) -> Param."""
+    """An ordered mapping of parameter name (a trial key path) -> Param, over one base trial tree.
 
-    def __init__(self, params: Mapping[str, Param]):
+    `resolve(tree)` returns the trial tree with every default filled in (None when the tree does
+    not parse); `when:` conditions on paths that are not parameters read from it. The space never
+    sees a point without its base, so the grid is the same wherever it is asked for.
+    """
+
+    def __init__(self, params: Mapping[str, Param], base: Mapping | None = None, resolve=None):
         self.params = dict(params)
+        self.base = copy.deepcopy(dict(base or {}))
+        self.resolve = resolve
 
     def __len__(self) -> int:
         return len(self.params)
@@ -257,7 +246,7 @@ class SearchSpace:
                             )
         return issues
 
-    def check_grid(self, path: str, n_trials: int | None) -> list[Issue]:
+    def check_grid(self, path: str, n_trials: int | None, grid: list[dict]) -> list[Issue]:
         issues = []
         for name, param in self.params.items():
             if param.grid_values() is None:
@@ -270,18 +259,18 @@ class SearchSpace:
                 )
         if issues:
             return issues
-        size = len(self.grid())
+        size = len(grid)
         if n_trials is not None and n_trials > size:
             issues.append(Issue("n_trials", f"given {n_trials}; allowed: at most the grid size {size}"))
         return issues
 
-    def _points(self, base: Mapping, values_of) -> Iterator[dict]:
+    def _points(self, values_of) -> Iterator[dict]:
         def expand(i: int, point: dict) -> Iterator[dict]:
             if i == len(self.params):
                 yield dict(point)
                 return
             name, param = list(self.params.items())[i]
-            if not param.active(point, self._lookup(base, point)):
+            if not param.active(point, self._lookup(point)):
                 yield from expand(i + 1, point)
                 return
             for value in values_of(param):
@@ -291,11 +280,11 @@ class SearchSpace:
 
         return expand(0, {})
 
-    def grid(self, base: Mapping | None = None) -> list[dict]:
+    def grid(self) -> list[dict]:
         """Every point exactly once, in YAML order (inactive parameters left out)."""
         out: list[dict] = []
         seen: set[str] = set()
-        for point in self._points(base or {}, lambda p: p.grid_values() or []):
+        for point in self._points(lambda p: p.grid_values() or []):
             key = point_id(point)
             if key not in seen:
                 seen.add(key)
@@ -304,9 +293,9 @@ class SearchSpace:
                 raise ValueError(f"grid larger than {GRID_LIMIT} points")
         return out
 
-    def corners(self, base: Mapping | None = None, limit: int = 2000) -> list[dict]:
+    def corners(self, limit: int = 2000) -> list[dict]:
         """Every categorical choice and both bounds of ranges (all combinations up to `limit`)."""
-        points = list(itertools.islice(self._points(base or {}, lambda p: p.corner_values()), limit + 1))
+        points = list(itertools.islice(self._points(lambda p: p.corner_values()), limit + 1))
         if len(points) <= limit:
             return points
         out = []
@@ -315,28 +304,29 @@ class SearchSpace:
                 out.append({name: value})
         return out
 
-    def _lookup(self, base: Mapping, point: Mapping):
+    def _lookup(self, point: Mapping):
         def lookup(path: str):
-            tree = self.apply(base, point)
+            tree = self.apply(point)
             value = get_path(tree, path)
-            if value is not _ABSENT:
-                return value
-            return _resolved_value(tree, path)
+            if value is _ABSENT and self.resolve is not None:
+                resolved = self.resolve(tree)
+                value = _ABSENT if resolved is None else get_path(resolved, path)
+            return None if value is _ABSENT else value
 
         return lookup
 
-    def apply(self, base: Mapping, point: Mapping) -> dict:
+    def apply(self, point: Mapping) -> dict:
         """The trial tree of a point: the base tree with each parameter's value set at its path."""
-        tree = copy.deepcopy(dict(base))
+        tree = copy.deepcopy(self.base)
         for name, label in point.items():
             set_path(tree, name, self.params[name].value(label))
         return tree
 
-    def suggest(self, trial, base: Mapping) -> dict:
+    def suggest(self, trial) -> dict:
         """Define-by-run sampling with an Optuna trial; returns the point (labels)."""
         point: dict = {}
         for name, param in self.params.items():
-            if not param.active(point, self._lookup(base, point)):
+            if not param.active(point, self._lookup(point)):
                 continue
             point[name] = param.suggest(trial, name)
         return point
@@ -352,16 +342,3 @@ class SearchSpace:
                 if name.startswith(issue_path + "."):
                     return name
         return best
-
-
-def _resolved_value(tree: Mapping, path: str):
-    """The value at `path` after the trial config fills in its defaults (None if unresolvable)."""
-    from arch.configtree import ConfigError
-    from trainers.config import TrialConfig
-
-    try:
-        resolved = TrialConfig.from_dict(tree).to_dict()
-    except ConfigError:
-        return None
-    value = get_path(resolved, path)
-    return None if value is _ABSENT else value

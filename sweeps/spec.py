@@ -12,12 +12,18 @@ Loading (`load_study`) reads YAML with the safe loader, resolves `extends:` chai
 `--set key.path=value` overrides, parses the tree strictly (arch.configtree) and then validates
 the base trial config and every point of the search space with `TrialConfig.from_dict`, so a
 study that cannot run fails here, naming the file and the full key path, before anything runs.
+
+The `Study` is the one home of what follows from its file: the parsed base trial (`base`), the
+search space over that base (`search_space`), the grid (`grid`, computed once with the trial as
+its base: validation, the point count, `--dry-run` and the launcher read this one list) and the
+resolved trial config of each point and seed (`trial_config`). Nothing else parses `study.trial`.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -27,21 +33,16 @@ from typing import Any, Literal
 import yaml
 
 from arch.configtree import ConfigError, Issue, choices, dump, join, parse, parse_override, set_path
-from sweeps.space import Param, SearchSpace
+from sweeps.space import Param, SearchSpace, point_id
+from trainers.records import DEFAULT_TRACKING_URI, OBJECTIVE_METRICS
 
-KNOWN_METRICS = (
-    "val_loss",
-    "val_ppl",
-    "train_loss",
-    "mqar_acc",
-    "tokens_per_s",
-    "peak_mem_mb",
-    "peak_mem_delta_mb",
-    "params_total",
-    "params_design",
-    "flops_per_token",
-)
 SAMPLERS = ("grid", "random", "tpe", "nsga2", "gp")
+
+
+def _check_metric(metric: str, path: str) -> list[Issue]:
+    if metric not in OBJECTIVE_METRICS:
+        return [Issue(join(path, "metric"), f"given {metric!r}; allowed: {choices(OBJECTIVE_METRICS)}")]
+    return []
 
 
 def _field(default, **bounds):
@@ -72,9 +73,7 @@ class Objective:
     direction: Literal["minimize", "maximize"] = "minimize"
 
     def check(self, path: str) -> list[Issue]:
-        if self.metric not in KNOWN_METRICS:
-            return [Issue(join(path, "metric"), f"given {self.metric!r}; allowed: {choices(KNOWN_METRICS)}")]
-        return []
+        return _check_metric(self.metric, path)
 
 
 def _default_objectives() -> list[Objective]:
@@ -96,9 +95,7 @@ class SchedulerConfig:
     reduction_factor: float = _field(3.0, gt=1)
 
     def check(self, path: str) -> list[Issue]:
-        if self.metric not in KNOWN_METRICS:
-            return [Issue(join(path, "metric"), f"given {self.metric!r}; allowed: {choices(KNOWN_METRICS)}")]
-        return []
+        return _check_metric(self.metric, path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,12 +121,14 @@ class RayConfig:
 class OutputConfig:
     """Where results go. Relative paths are taken from the working directory of the launch."""
 
-    mlflow_uri: str = "sqlite:///mlflow.db"
+    mlflow_uri: str = DEFAULT_TRACKING_URI
     experiment: str | None = None  # None: the study name
     storage: str | None = None  # Optuna: None -> journal file results/<name>/optuna.journal; or an RDB URL
     dir: str = "results"  # results/<name>/: the Optuna journal, Ray's trial folders, the lock
     data_root: str | None = None  # passed to trainers.fit (corpus caches, token shards)
-    checkpoints: bool = True  # keep each trial's final weights (artifact checkpoint/final.ckpt)
+    checkpoints: bool = (
+        True  # keep each trial's final weights (artifact trainers.records.CHECKPOINT_ARTIFACT)
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,10 +185,43 @@ class Study:
             issues.append(Issue("ray.num_cpus", "applies only to a local Ray (ray.address: null)"))
         return issues
 
-    # --- derived ----------------------------------------------------------------------------
-    @property
+    # --- derived (computed once; the frozen fields never change) ------------------------------
+    @functools.cached_property
+    def base(self):
+        """The base trial config (`trainers.TrialConfig`), parsed once (valid after loading)."""
+        from trainers.config import TrialConfig
+
+        return TrialConfig.from_dict(self.trial)
+
+    @functools.cached_property
     def search_space(self) -> SearchSpace:
-        return SearchSpace(self.space)
+        return SearchSpace(self.space, self.trial, resolve=_resolved_tree)
+
+    @functools.cached_property
+    def grid(self) -> list[dict]:
+        """Every point of the grid sampler, in YAML order ([] for the other samplers)."""
+        return self.search_space.grid() if self.sampler.kind == "grid" else []
+
+    def planned_points(self) -> list[dict]:
+        """The grid points this study runs (the first `n_trials` of the grid)."""
+        return self.grid[: self.n_points()]
+
+    def trial_config(self, point: dict, seed: int | None = None):
+        """The resolved `TrialConfig` of one point (and seed); each point is parsed once."""
+        pid = point_id(point)
+        cfg = self._point_configs.get(pid)
+        if cfg is None:
+            from trainers.config import TrialConfig
+
+            cfg = self._point_configs[pid] = TrialConfig.from_dict(self.search_space.apply(point))
+        return cfg if seed is None else dataclasses.replace(cfg, seed=seed)
+
+    def seed_of(self, repeat: int) -> int:
+        return self.base.seed + repeat
+
+    @functools.cached_property
+    def _point_configs(self) -> dict:
+        return {}
 
     @property
     def experiment_name(self) -> str:
@@ -211,7 +243,7 @@ class Study:
         if self.n_trials is not None:
             return self.n_trials
         if self.sampler.kind == "grid":
-            return len(self.search_space.grid())
+            return len(self.grid)
         return 20
 
     def n_runs(self) -> int:
@@ -320,25 +352,22 @@ def study_from_dict(tree: Mapping, source: str | None = None) -> Study:
 
 def validate_points(study: Study) -> list[Issue]:
     """The base trial config and every point of the space (grid) or every choice and bound."""
-    from trainers.config import TrialConfig
-
     issues: list[Issue] = []
     space = study.search_space
     issues.extend(space.check_structure("space"))
     if issues:
         return issues
     try:
-        base = TrialConfig.from_dict(study.trial)
+        base = study.base
     except ConfigError as err:
         return [Issue(join("trial", i.path) if i.path else "trial", i.problem) for i in err.issues]
     if study.sampler.kind == "grid":
-        issues.extend(space.check_grid("space", study.n_trials))
-    points = space.grid() if study.sampler.kind == "grid" else space.corners()
+        issues.extend(space.check_grid("space", study.n_trials, study.grid))
+    points = study.grid if study.sampler.kind == "grid" else space.corners()
     seen: set[str] = set()
     for point in points:
-        tree = space.apply(study.trial, point)
         try:
-            TrialConfig.from_dict(tree)
+            study.trial_config(point)
         except ConfigError as err:
             for issue in err.issues:
                 key = (issue.path, issue.problem)
@@ -367,6 +396,16 @@ def validate_points(study: Study) -> list[Issue]:
             )
     issues.extend(_check_resources(study))
     return issues
+
+
+def _resolved_tree(tree: Mapping) -> dict | None:
+    """A trial tree with every default filled in (for `when:` on non-parameter paths)."""
+    from trainers.config import TrialConfig
+
+    try:
+        return TrialConfig.from_dict(tree).to_dict()
+    except ConfigError:
+        return None
 
 
 def _check_resources(study: Study) -> list[Issue]:

@@ -8,7 +8,8 @@ Tags (filter in the UI with e.g. `tags.kind = "value_residual" and tags.pareto_r
   parent: sweep.study, sweep.launch, sweep.role=parent, git_commit, host, ...
   child:  sweep.study, sweep.launch, sweep.role=trial, sweep.trial, sweep.point, sweep.seed,
           sweep.status (ok | diverged | oom | error | pruned | interrupted), sweep.error,
-          kind, mode, granularity, activation, tap_layer, consumers (from the resolved design),
+          the design's own descriptors (`descriptors()` of its config: kind, and e.g. mode,
+          granularity, activation, tap_layer, consumers for the value-residual family),
           pareto_rank (added by sweeps.pareto; -1 for runs outside every front)
 """
 
@@ -31,7 +32,6 @@ from typing import Any
 import yaml
 
 PACKAGES = ("torch", "lightning", "ray", "optuna", "mlflow", "numpy", "satsweep")
-DESIGN_TAG_KEYS = ("kind", "mode", "granularity", "activation", "tap_layer", "consumers")
 
 
 def _quiet_mlflow() -> None:
@@ -83,11 +83,6 @@ def machine() -> dict[str, str]:
     return info
 
 
-def design_tags(resolved_trial: Mapping) -> dict[str, str]:
-    residual = resolved_trial.get("model", {}).get("residual", {})
-    return {k: str(residual[k]) for k in DESIGN_TAG_KEYS if k in residual}
-
-
 def experiment_id(mlflow_client, name: str) -> str:
     """The id of experiment `name`, created if needed; safe when launchers start at once."""
     from mlflow.exceptions import MlflowException
@@ -114,6 +109,22 @@ class Tracker:
         self.experiment_id = experiment_id(self.client, experiment)
         self.parent_id: str | None = None
 
+    @classmethod
+    def of_latest_launch(cls, uri: str, experiment: str, study: str) -> Tracker | None:
+        """A tracker on the parent run of the study's latest launch (None before the first)."""
+        tracker = cls(uri, experiment, study, "latest")
+        runs = tracker.client.search_runs(
+            [tracker.experiment_id],
+            filter_string=f"tags.`sweep.study` = '{study}' and tags.`sweep.role` = 'parent'",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+        if not runs:
+            return None
+        tracker.parent_id = runs[0].info.run_id
+        tracker.launch = runs[0].data.tags.get("sweep.launch", "latest")
+        return tracker
+
     # --- parent -----------------------------------------------------------------------------
     def start_parent(self, study_dict: Mapping, plan: Mapping[str, Any]) -> str:
         tags = {
@@ -139,7 +150,10 @@ class Tracker:
         self.client.set_terminated(self.parent_id, status)
 
     # --- children ---------------------------------------------------------------------------
-    def start_child(self, number: int, point: Mapping, seed: int, pid: str, resolved: Mapping) -> str:
+    def start_child(
+        self, number: int, point: Mapping, seed: int, pid: str, resolved: Mapping, design: Mapping[str, str]
+    ) -> str:
+        """A child run under the parent: `design` are the design's descriptors (tags)."""
         tags = {
             "mlflow.runName": f"trial-{number:03d}",
             "mlflow.parentRunId": self.parent_id,
@@ -150,7 +164,7 @@ class Tracker:
             "sweep.point": pid,
             "sweep.seed": str(seed),
             "sweep.status": "running",
-            **design_tags(resolved),
+            **design,
         }
         run = self.client.create_run(self.experiment_id, tags=tags, run_name=tags["mlflow.runName"])
         run_id = run.info.run_id

@@ -28,7 +28,9 @@ class TrialTask:
     tracking_uri: str
     resolved: dict[str, Any]  # the full trial tree (TrialConfig.to_dict())
     data_root: str | None = None
-    keep_checkpoint: bool = False  # log the final weights as the artifact checkpoint/final.ckpt
+    keep_checkpoint: bool = (
+        False  # log the final weights as the artifact trainers.records.CHECKPOINT_ARTIFACT
+    )
 
 
 @dataclasses.dataclass
@@ -75,6 +77,7 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
     from lightning.pytorch.loggers import MLFlowLogger
 
     from trainers.config import TrialConfig
+    from trainers.records import CHECKPOINT_FOLDER, CHECKPOINT_NAME
 
     start = time.time()
     fit = fit or default_fit()
@@ -82,7 +85,7 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
     logger = MLFlowLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
     callbacks = [report_callback(report)] if report is not None else []
     folder = tempfile.TemporaryDirectory(prefix="satsweep-ckpt-") if task.keep_checkpoint else None
-    checkpoint = Path(folder.name) / "final.ckpt" if folder else None
+    checkpoint = Path(folder.name) / CHECKPOINT_NAME if folder else None
     try:
         metrics = scalar_metrics(
             fit(
@@ -94,8 +97,8 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
             )
             or {}
         )
-        if checkpoint is not None and checkpoint.is_file():  # for `python -m sweeps.analyze <run id>`
-            logger.experiment.log_artifact(task.run_id, str(checkpoint), artifact_path="checkpoint")
+        if checkpoint is not None and checkpoint.is_file():  # for `python -m analysis <run id>`
+            logger.experiment.log_artifact(task.run_id, str(checkpoint), artifact_path=CHECKPOINT_FOLDER)
         bad = [k for k, v in metrics.items() if k.endswith("loss") and not math.isfinite(v)]
         if bad:
             return Outcome("diverged", metrics, f"{bad[0]} is {metrics[bad[0]]}", time.time() - start)

@@ -6,6 +6,7 @@ metrics = fit(TrialConfig.from_dict(tree), loggers=[...], callbacks=[...])
 
 from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
-from trainers.fit import METRICS, fit
+from trainers.fit import fit
+from trainers.records import METRICS
 
 __all__ = ["METRICS", "TrainingDiverged", "TrialConfig", "fit"]

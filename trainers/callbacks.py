@@ -6,32 +6,12 @@ Each callback logs with every validation (so a sweep scheduler sees the values n
 
 from __future__ import annotations
 
-import resource
-import threading
 import time
 
 import lightning.pytorch as pl
-import psutil
 import torch
 
-MIB = 1 << 20
-
-
-def flops_per_token(model: torch.nn.Module, seq_len: int) -> float:
-    """Training FLOPs per token (Kaplan et al. 2020, forward + backward = 3x forward):
-
-        6 * N + 6 * n_layers * seq_len * d_model
-
-    N counts the weights used in matrix multiplies: every parameter except an untied input
-    embedding table (a lookup); with tied embeddings the shared table is the head's weight.
-    The second term is the attention score and value products (QK^T and AV), without the
-    causal-mask halving, as in Kaplan's table.
-    """
-    cfg = model.cfg
-    n = sum(p.numel() for p in model.parameters())
-    if not cfg.tie_embeddings:
-        n -= model.embed.weight.numel()
-    return float(6 * n + 6 * cfg.n_layers * seq_len * cfg.d_model)
+from trainers.costs import MIB, PeakMeter, flops_per_token
 
 
 class ModelStats(pl.Callback):
@@ -109,77 +89,34 @@ class Throughput(pl.Callback):
         return {"tokens_per_s": self.value}
 
 
-class _RSSSampler(threading.Thread):
-    """Samples the resident set size of this process every `interval` seconds."""
-
-    def __init__(self, interval: float):
-        super().__init__(daemon=True, name="rss-sampler")
-        self.interval, self.peak = interval, 0
-        self._proc = psutil.Process()
-        self._halt = threading.Event()
-
-    def run(self) -> None:
-        while not self._halt.is_set():
-            self.peak = max(self.peak, self._proc.memory_info().rss)
-            self._halt.wait(self.interval)
-
-    def stop(self) -> int:
-        self._halt.set()
-        self.join()
-        return max(self.peak, self._proc.memory_info().rss)
-
-
 class PeakMemory(pl.Callback):
-    """`peak_mem_mb`: the measured peak memory while training, in MiB.
-
-    CUDA: `torch.cuda.max_memory_allocated` (reset at train start). CPU: the peak resident set
-    size of the process, from a thread sampling psutil every 2 ms, combined with the kernel's
-    high-water mark (`getrusage` maxrss) when that rose during training (it then is the exact
-    peak). `peak_mem_delta_mb`: the same minus the memory in use when training started.
-    """
+    """`peak_mem_mb`: the measured peak memory while training, in MiB (`trainers.costs.PeakMeter`:
+    the CUDA allocator's peak; on CPU the sampled peak RSS of the process). `peak_mem_delta_mb`:
+    the same minus the memory in use when training started."""
 
     def __init__(self, interval: float = 0.002):
         self.interval = interval
         self.peak, self.start = 0, 0
-        self._sampler: _RSSSampler | None = None
-        self._cuda = False
-
-    @staticmethod
-    def _maxrss() -> int:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+        self._meter: PeakMeter | None = None
 
     def on_train_start(self, trainer, pl_module) -> None:
-        self._cuda = pl_module.device.type == "cuda"
-        if self._cuda:
-            torch.cuda.reset_peak_memory_stats(pl_module.device)
-            self.start = torch.cuda.memory_allocated(pl_module.device)
-            return
-        self.start = psutil.Process().memory_info().rss
-        self._maxrss_start = self._maxrss()
-        self._sampler = _RSSSampler(self.interval)
-        self._sampler.start()
-
-    def _current_peak(self, pl_module) -> int:
-        if self._cuda:
-            return torch.cuda.max_memory_allocated(pl_module.device)
-        sampled = self._sampler.peak if self._sampler else 0
-        maxrss = self._maxrss()
-        return max(sampled, maxrss if maxrss > self._maxrss_start else 0)
+        self._meter = PeakMeter(pl_module.device, self.interval).__enter__()
+        self.start = self._meter.start
 
     def on_train_end(self, trainer, pl_module) -> None:
-        if self._sampler is not None:
-            self._sampler.stop()
-        self.peak = self._current_peak(pl_module)
-        self._sampler = None
+        if self._meter is not None:
+            self._meter.__exit__()
+            self.peak = self._meter.peak
+        self._meter = None
 
     def on_exception(self, trainer, pl_module, exception) -> None:
-        if self._sampler is not None:
-            self._sampler.stop()
-            self._sampler = None
+        if self._meter is not None:
+            self._meter.__exit__()
+            self._meter = None
 
     def on_validation_epoch_end(self, trainer, pl_module) -> None:
-        if trainer.state.fn == "fit" and (self._sampler is not None or self._cuda):
-            pl_module.log("peak_mem_mb", self._current_peak(pl_module) / MIB)
+        if trainer.state.fn == "fit" and self._meter is not None:
+            pl_module.log("peak_mem_mb", self._meter.current_peak() / MIB)
 
     def metrics(self) -> dict[str, float]:
         return {"peak_mem_mb": self.peak / MIB, "peak_mem_delta_mb": (self.peak - self.start) / MIB}
@@ -218,13 +155,3 @@ class GateStats(pl.Callback):
 
     def metrics(self) -> dict[str, float]:
         return dict(self.latest)
-
-
-class LossHistory(pl.Callback):
-    """Records the training loss of every micro-batch (tests, debugging)."""
-
-    def __init__(self):
-        self.losses: list[float] = []
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.losses.append(float(outputs["loss"].detach()))

@@ -20,13 +20,6 @@ from typing import Any, Literal
 from arch import ModelConfig
 from arch.configtree import ConfigError, Issue, dump, join, parse, variant_by_kind
 
-DATA_KINDS: dict[str, type[DataConfig]] = {}
-
-
-def _data_kind(cls):
-    DATA_KINDS[cls.__dataclass_fields__["kind"].default] = cls
-    return cls
-
 
 def _at_least(default, bound=1):
     return dataclasses.field(default=default, metadata={"ge": bound})
@@ -39,7 +32,10 @@ class DataConfig:
 
     @classmethod
     def resolve_variant(cls, data, path: str, issues: list[Issue]):
-        return variant_by_kind(cls, DATA_KINDS, data, path, issues)
+        # Lazy: the data modules import this file to register themselves with their configs.
+        from trainers.data.registry import data_configs
+
+        return variant_by_kind(cls, data_configs(), data, path, issues)
 
     def vocab_size(self, path: str, issues: list[Issue]) -> int | None:
         raise NotImplementedError
@@ -48,7 +44,6 @@ class DataConfig:
 CORPORA = ("shakespeare", "milton", "kjv", "python_stdlib", "folder")
 
 
-@_data_kind
 @dataclasses.dataclass(frozen=True)
 class TextDataConfig(DataConfig):
     """A real text corpus (shipped by a package registry) or a folder of the user's text files."""
@@ -70,7 +65,6 @@ class TextDataConfig(DataConfig):
         return 256 if self.tokenizer == "byte" else self.bpe_vocab_size
 
 
-@_data_kind
 @dataclasses.dataclass(frozen=True)
 class TokenDataConfig(DataConfig):
     """Pre-tokenised shards (nanoGPT/FineWeb style) written by `python -m trainers.prepare`."""
@@ -91,7 +85,6 @@ class TokenDataConfig(DataConfig):
         return int(json.loads(meta.read_text())["vocab_size"])
 
 
-@_data_kind
 @dataclasses.dataclass(frozen=True)
 class MQARDataConfig(DataConfig):
     """Multi-query associative recall (Zoology): keys from the lower half of the vocabulary,

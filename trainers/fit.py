@@ -15,18 +15,6 @@ from trainers.config import TrialConfig
 from trainers.data import build_datamodule
 from trainers.module import LanguageModel, resolve_precision
 
-METRICS = (
-    "train_loss",
-    "val_loss",
-    "val_ppl",
-    "tokens",
-    "tokens_per_s",
-    "peak_mem_mb",
-    "params_total",
-    "params_design",
-    "flops_per_token",
-)
-
 _QUIET = (
     "lightning.pytorch.utilities.rank_zero",
     "lightning.pytorch.accelerators.cuda",

@@ -18,8 +18,7 @@ import yaml
 
 from arch.configtree import ConfigError, parse_override, set_path
 from trainers.config import TrialConfig
-
-DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+from trainers.records import DEFAULT_TRACKING_URI
 
 
 def flatten(tree, prefix: str = "") -> dict[str, str]:

@@ -44,6 +44,15 @@ class ResidualConfig:
         """Problems that only show with the model's dimensions (e.g. a tap beyond the depth)."""
         return []
 
+    def descriptors(self) -> dict[str, str]:
+        """The keys that say which design this is (MLflow tags of a trial): by default every
+        scalar field; designs with mode-specific keys show only those of their mode."""
+        return {
+            f.name: str(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if isinstance(getattr(self, f.name), (str, int, float, bool))
+        }
+
 
 @dataclasses.dataclass
 class State:
@@ -97,6 +106,13 @@ class ResidualDesign(nn.Module):
     def no_decay_parameters(self) -> list[nn.Parameter]:
         """Gates, mixing coefficients and dense weights: never weight-decayed."""
         return list(self.parameters())
+
+    # Hooks of the gate analysis (`python -m analysis`).
+    has_gates = False  # True (set per instance): `gate_hook` applies and forward returns gates
+
+    def coefficients(self) -> list[dict[str, float]]:
+        """Learned or fixed mixing coefficients worth reporting per layer ([] when none)."""
+        return []
 
 
 @dataclasses.dataclass(frozen=True)

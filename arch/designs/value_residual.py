@@ -85,6 +85,11 @@ class ValueResidualConfig(ResidualConfig):
             issues.append(Issue(join(path, "consumers"), f"given {self.consumers}; allowed: 'all' or k >= 1"))
         return issues
 
+    def descriptors(self) -> dict[str, str]:
+        keys = ("kind", "mode", "granularity", "tap_layer", "consumers")
+        keys += ("activation",) if self.mode == "gated" else ("coefficient",)
+        return {k: str(getattr(self, k)) for k in keys}
+
     def check_against(self, model, path: str) -> list[Issue]:
         issues = []
         if self.tap_layer >= model.n_layers:
@@ -180,6 +185,7 @@ class ValueResidual(ResidualDesign):
         self.consumers = list(range(first, n))
         self.slot = {layer: j for j, layer in enumerate(self.consumers)}
         self.mix = MIXERS[cfg.mode](cfg, len(self.consumers), model.d_model, model.n_kv_heads)
+        self.has_gates = cfg.mode == "gated"
         # Analyses set this to rewrite gates (zeroed, mean, constant): f(layer, gate) -> gate.
         self.gate_hook = None
 
@@ -210,3 +216,17 @@ class ValueResidual(ResidualDesign):
     @torch.no_grad()
     def make_neutral_(self) -> bool:
         return self.mix.make_neutral_()
+
+    @torch.no_grad()
+    def coefficients(self) -> list[dict[str, float]]:
+        """ResFormer's (lambda_tap, lambda_self) per consuming layer (1-based; head mean)."""
+        if self.cfg.mode != "static":
+            return []
+        return [
+            {
+                "layer": layer + 1,
+                "lambda_tap": float(self.mix.lambda_tap[j].mean()),
+                "lambda_self": float(self.mix.lambda_self[j].mean()),
+            }
+            for j, layer in enumerate(self.consumers)
+        ]

@@ -75,3 +75,18 @@ def test_overrides_set_nested_paths_with_yaml_values():
     assert cfg.n_layers == 6 and cfg.residual.kind == "value_residual" and cfg.residual.consumers == "all"
     with pytest.raises(ConfigError, match="key.path=value"):
         parse_override("model.n_layers")
+
+
+def test_designs_describe_themselves_with_the_keys_of_their_mode():
+    static = ModelConfig.from_dict(
+        {"preset": "tiny", "residual": {"kind": "value_residual", "mode": "static"}}
+    )
+    assert static.residual.descriptors() == {
+        "kind": "value_residual", "mode": "static", "granularity": "layer", "tap_layer": "1",
+        "consumers": "all", "coefficient": "fixed",
+    }  # fmt: skip
+    gated = ModelConfig.from_dict({"preset": "tiny", "residual": {"kind": "value_residual"}})
+    assert gated.residual.descriptors()["activation"] == "relu"
+    assert "coefficient" not in gated.residual.descriptors()
+    dense = ModelConfig.from_dict({"preset": "tiny", "residual": {"kind": "muddformer"}})
+    assert dense.residual.descriptors()["kind"] == "muddformer" and "streams" in dense.residual.descriptors()

@@ -106,11 +106,9 @@ def finish(proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
 
 
 def optuna_trials(pg, name: str):
-    import optuna
+    from sweeps.storage import load_trials
 
-    from sweeps.plan import storage
-
-    return optuna.load_study(study_name=name, storage=storage(pg.url("optuna"))).get_trials()
+    return load_trials(name, pg.url("optuna"))
 
 
 def mlflow_runs(server, name: str, role: str):

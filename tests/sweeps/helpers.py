@@ -2,10 +2,9 @@
 
 from pathlib import Path
 
-import optuna
 import yaml
 
-from sweeps.plan import storage
+from sweeps.storage import load_trials
 from sweeps.tracking import client
 
 TRIAL = {
@@ -35,7 +34,7 @@ def write_study(folder: Path, name: str = "t", **extra) -> Path:
 
 
 def optuna_trials(study):
-    return optuna.load_study(study_name=study.name, storage=storage(study.storage_url())).get_trials()
+    return load_trials(study.name, study.storage_url())
 
 
 def mlflow_runs(study, role: str):

@@ -194,12 +194,12 @@ def test_real_trainer_end_to_end_on_the_local_backend(tmp_path, capsys):
         assert {"final/val_loss", "final/tokens_per_s", "final/peak_mem_mb", "tokens"} <= set(
             child.data.metrics
         )
-    from sweeps import pareto
+    from sweeps.pareto.__main__ import main as pareto_main
 
-    assert pareto.main([str(tmp_path / "t.yaml")]) == 0
+    assert pareto_main([str(tmp_path / "t.yaml")]) == 0
     assert "hypervolume" in capsys.readouterr().out
     # Each trial keeps its final weights; the gate analysis runs on the SATFormer trial by run id.
-    from sweeps import analyze
+    from analysis import cli as analyze
 
     sat = next(r for r in mlflow_runs(study, "trial") if r.data.tags["kind"] == "value_residual")
     assert "checkpoint/final.ckpt" in artifacts(study, sat)

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 from optuna.trial import TrialState
 
-from sweeps import plan as plan_module
+from sweeps import storage as storage_module
 from sweeps.plan import WAIT, Plan
 from sweeps.spec import study_from_dict
 from tests.sweeps.helpers import TRIAL
@@ -53,8 +53,8 @@ def test_two_launchers_claim_every_run_once_and_stop_at_the_total(tmp_path, samp
 
 
 def test_a_dead_launchers_run_goes_stale_and_runs_again_elsewhere(tmp_path, monkeypatch):
-    monkeypatch.setattr(plan_module, "HEARTBEAT_S", 1)
-    monkeypatch.setattr(plan_module, "GRACE_S", 1)
+    monkeypatch.setattr(storage_module, "HEARTBEAT_S", 1)
+    monkeypatch.setattr(storage_module, "GRACE_S", 1)
     study = make_study(tmp_path, sampler={"kind": "tpe", "seed": 0}, n_trials=1, repeats=1)
     dead, alive = Plan(study, "dead"), Plan(study, "alive")
     lost = dead.claim()  # claimed, one heartbeat, then its launcher "dies"

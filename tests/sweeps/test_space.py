@@ -29,7 +29,7 @@ CONDITIONAL = {
 
 
 def test_conditional_grid_enumerates_every_point_exactly_once():
-    grid = study(CONDITIONAL).search_space.grid(TRIAL)
+    grid = study(CONDITIONAL).grid
     # none: 1; value_residual: (static x 2 granularities + gated x 2 activations) x 2 tap layers = 8
     assert len(grid) == 9
     assert len({tuple(sorted(p.items())) for p in grid}) == 9
@@ -45,12 +45,12 @@ def test_when_sees_defaults_of_the_trial_config():
         "model.residual.kind": ["none", "value_residual"],
         "model.residual.activation": {"choices": ["relu", "tanh"], "when": {"model.residual.mode": "gated"}},
     }
-    assert len(study(space).search_space.grid(TRIAL)) == 3
+    assert len(study(space).grid) == 3
 
 
 def test_labelled_choices_set_whole_subtrees():
     s = study({"model.residual": {"choices": {"base": {"kind": "none"}, "sat": {"kind": "value_residual"}}}})
-    tree = s.search_space.apply(TRIAL, {"model.residual": "sat"})
+    tree = s.search_space.apply({"model.residual": "sat"})
     assert tree["model"]["residual"] == {"kind": "value_residual"}
     assert TRIAL["model"].get("residual") is None  # the base tree is not touched
 
@@ -65,7 +65,7 @@ def test_optuna_sampling_follows_conditions_and_ranges():
     seen = set()
     for _ in range(30):
         trial = opt.ask()
-        point = s.search_space.suggest(trial, TRIAL)
+        point = s.search_space.suggest(trial)
         assert 1e-4 <= point["train.lr"] <= 1e-2
         assert ("model.residual.activation" in point) == (point.get("model.residual.mode") == "gated")
         assert ("model.residual.mode" in point) == (point["model.residual.kind"] == "value_residual")

@@ -79,7 +79,7 @@ def test_extends_overrides_only_what_differs_and_set_wins(tmp_path):
     assert study.name == "child" and study.repeats == 3
     assert study.trial["train"] == {"tokens": 4096, "batch_size": 4, "lr": 0.01}
     assert study.trial["data"]["kind"] == "mqar"
-    assert study.search_space.grid() == [{"model.residual.kind": "value_residual"}]
+    assert study.grid == [{"model.residual.kind": "value_residual"}]
 
 
 def test_extends_cycle_is_an_error(tmp_path):

@@ -1,9 +1,10 @@
-"""Shared helpers: a tiny trial tree on a small private text corpus, and an isolated data cache."""
+"""Shared helpers: a tiny trial tree on a small private text corpus, an isolated data cache, LossHistory."""
 
 from __future__ import annotations
 
 import copy
 
+import lightning.pytorch as pl
 import pytest
 
 TEXT = "".join(f"Line {i}: the quick brown fox jumps over the lazy dog {i % 7}.\n" for i in range(3000))
@@ -58,3 +59,13 @@ def tiny_tree(corpus_dir):
         return merge(base, extra)
 
     return make
+
+
+class LossHistory(pl.Callback):
+    """Records the training loss of every micro-batch."""
+
+    def __init__(self):
+        self.losses: list[float] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.losses.append(float(outputs["loss"].detach()))

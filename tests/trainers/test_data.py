@@ -157,3 +157,15 @@ def test_prepare_round_trip(corpus_dir, tmp_path, tokenizer):
 
         tok = Tokenizer.from_file(str(out / "tokenizer.json"))
         assert tok.decode(train.tolist()) == split(raw, 0.05)[0].decode()
+
+
+def test_data_kinds_come_from_one_registry_that_refuses_duplicates():
+    from trainers.config import TrialConfig
+    from trainers.data import build_datamodule
+    from trainers.data.registry import data_configs, register_data
+
+    assert list(data_configs()) == ["mqar", "text", "tokens"]
+    cfg = TrialConfig.from_dict({"data": {"kind": "mqar"}, "train": {"tokens": 4096}})
+    assert isinstance(build_datamodule(cfg), MQARDataModule)
+    with pytest.raises(ValueError, match="already registered"):
+        register_data(MQARDataConfig)(MQARDataModule)

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from tests.trainers.conftest import GATED, STATIC_LEARNED
+from tests.trainers.conftest import GATED, STATIC_LEARNED, LossHistory
 from trainers import METRICS, TrainingDiverged, TrialConfig, fit
-from trainers.callbacks import LossHistory, flops_per_token
+from trainers.costs import flops_per_token
 
 
 def _run(tree, **kw):

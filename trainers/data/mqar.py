@@ -23,6 +23,7 @@ import torch
 from torch.utils.data import Dataset
 
 from trainers.config import MQARDataConfig
+from trainers.data.registry import register_data
 from trainers.data.windows import VAL_SEED, LMDataModule
 
 IGNORE = -100
@@ -86,6 +87,7 @@ class ValExamples(Dataset):
         return self.inputs[s], self.targets[s]
 
 
+@register_data(MQARDataConfig)
 class MQARDataModule(LMDataModule):
     accuracy_metric = "mqar_acc"
 

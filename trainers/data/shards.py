@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from trainers.config import TokenDataConfig
+from trainers.data.registry import register_data
 from trainers.data.windows import WindowDataModule
 
 DTYPES = ("uint16", "uint32")
@@ -38,6 +39,7 @@ def open_shards(folder: Path, split: str) -> list[np.memmap]:
     return [np.memmap(f, dtype=np.dtype(meta["dtype"]).newbyteorder("<"), mode="r") for f in files]
 
 
+@register_data(TokenDataConfig)
 class TokenDataModule(WindowDataModule):
     def __init__(self, cfg: TokenDataConfig, data_root=None, **kw):
         super().__init__(seq_len=cfg.seq_len, **kw)

@@ -15,6 +15,7 @@ import numpy as np
 from trainers.config import TextDataConfig
 from trainers.data.cache import cache_root, save_json, save_npy
 from trainers.data.corpora import load_corpus, sha256
+from trainers.data.registry import register_data
 from trainers.data.tokenizer import make_tokenizer
 from trainers.data.windows import WindowDataModule
 
@@ -59,6 +60,7 @@ def unigram_entropy(ids: np.ndarray, vocab_size: int) -> float:
     return float(-(p * np.log(p)).sum())
 
 
+@register_data(TextDataConfig)
 class TextDataModule(WindowDataModule):
     def __init__(self, cfg: TextDataConfig, data_root=None, **kw):
         super().__init__(seq_len=cfg.seq_len, **kw)

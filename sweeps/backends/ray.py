@@ -1,10 +1,13 @@
 """Backend ray: each run is a Ray Tune trial; Optuna proposes points through an ask/tell searcher.
 
+`connect(study)` starts (or joins) Ray and checks the cluster's resources; `run(plan, driver,
+concurrency, fit)` runs the study's remaining runs through `tune.Tuner`; `disconnect()`.
+
 `PlanSearcher` is a Ray Tune `Searcher` over the study's `Plan`: `suggest` claims the next run
 (`Plan.claim`: enqueued grid points and repeats first, atomic among launchers sharing an RDB
 study; while other launchers' last runs are still going it returns None and Tune asks again),
-opens its MLflow child run and hands the worker a plain task; a thread records the Optuna
-heartbeats of the open runs (RDB storages); `on_trial_complete` records the outcome and
+opens its MLflow child run and hands the worker a plain task; `sweeps.storage.Heartbeats`
+records the Optuna heartbeats of the open runs (RDB storages); `on_trial_complete` records the outcome and
 tells Optuna (COMPLETE with the objective values, PRUNED when ASHA stopped it, FAIL with the
 reason otherwise). The worker (`trainable`) tags its MLflow run with its Ray node, trains with
 `trainers.fit`, reporting to Tune after every validation (`tokens` is ASHA's time), and ends
@@ -17,12 +20,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import threading
 import time
 import warnings
 from pathlib import Path
 
 from arch.configtree import ConfigError, Issue
+from sweeps.storage import Heartbeats
 from sweeps.trial import Outcome, TrialTask, execute
 
 FINAL_KEYS = ("sweep_status", "sweep_error", "sweep_wall_s")
@@ -96,35 +99,6 @@ def tag_node(task: TrialTask) -> None:
         c.set_tag(task.run_id, "ray.host", socket.gethostname())
     except Exception as err:  # bookkeeping only: the trial trains regardless
         logging.getLogger(__name__).warning("could not tag the Ray node: %s", err)
-
-
-class Heartbeats:
-    """Records the Optuna heartbeat of every open run while the launcher lives (RDB storages).
-    Optuna's own heartbeat thread exists only inside `study.optimize`; Tune trials are ask/tell."""
-
-    def __init__(self, plan, runs: dict):
-        self.plan, self.runs = plan, runs
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._beat, name="optuna-heartbeats", daemon=True)
-
-    def _beat(self) -> None:
-        interval = self.plan.storage.get_heartbeat_interval()
-        while not self.stop.wait(interval):
-            for run in list(self.runs.values()):
-                try:
-                    self.plan.storage.record_heartbeat(run.trial._trial_id)
-                except Exception as err:  # a database hiccup: the next beat tries again
-                    logging.getLogger(__name__).warning("heartbeat of trial %s: %s", run.number, err)
-
-    def __enter__(self):
-        if self.plan.shared:
-            self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        if self.thread.is_alive():
-            self.thread.join(10)
 
 
 def _searcher_class():
@@ -225,13 +199,18 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def run(study, plan, driver, concurrency: int, fit=None) -> None:
+def disconnect() -> None:
+    import ray
+
+    ray.shutdown()
+
+
+def run(plan, driver, concurrency: int, fit=None) -> None:
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
     from ray.tune.search import ConcurrencyLimiter
 
-    from trainers.config import TrialConfig
-
+    study = plan.study
     limit = plan.remaining()
     if not limit:
         return
@@ -245,7 +224,7 @@ def run(study, plan, driver, concurrency: int, fit=None) -> None:
     searcher = _searcher_class()(plan, driver, limit, metric, mode)
     scheduler = None
     if study.scheduler.kind == "asha":
-        budget = TrialConfig.from_dict(study.trial).train.tokens
+        budget = study.base.train.tokens
         scheduler = ASHAScheduler(
             time_attr="tokens",
             metric=metric,
@@ -277,7 +256,7 @@ def run(study, plan, driver, concurrency: int, fit=None) -> None:
         ),
     )
     try:
-        with Heartbeats(plan, searcher.runs):
+        with Heartbeats(plan.storage, searcher.runs):
             tuner.fit()
     finally:
         left = searcher.abandon("Ray Tune stopped before this trial finished")

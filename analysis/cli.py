@@ -1,4 +1,4 @@
-"""`python -m sweeps.analyze <mlflow run id | checkpoint.ckpt>`: what did the gates learn?
+"""`python -m analysis <mlflow run id | checkpoint.ckpt>`: what did the gates learn?
 
 Loads a trained trial (its final checkpoint carries the resolved trial config) and its held-out
 data, then writes, under `--out` (default `results/analysis/<run or file name>/`) and, for a
@@ -7,10 +7,13 @@ run id (or `--log-run ID`), as artifacts under `analysis/` of that MLflow run:
 - gate statistics per layer and KV head (mean, fraction exactly zero, quantiles), a heatmap
   (layer x head) and a depth profile;
 - gate strength by token category (structural / functional / semantic, see
-  `sweeps.analysis.categories`), text data only;
+  `analysis.categories`), text data only;
 - interventions: validation loss and perplexity with the gates as trained, zeroed, replaced by
   their per-layer-per-head mean, and by a constant (`--constant`, default the global mean gate);
-- for static designs (ResFormer) the coefficients per layer.
+- the design's mixing coefficients per layer where it has some (ResFormer's lambdas).
+
+What applies comes from the design itself (`has_gates`, `coefficients()` of arch's designs), so
+this module names no design's fields.
 
 A summary is printed. Exit status 2 when the run or checkpoint cannot be found or read.
 """
@@ -26,21 +29,20 @@ from pathlib import Path
 
 import torch
 
+from analysis import plots
+from analysis.categories import categorize, gate_by_category
+from analysis.gate_stats import collect_gates, gate_statistics, summary_rows
+from analysis.interventions import mean_loss, run_interventions
 from arch import build_model
-from sweeps.analysis import plots
-from sweeps.analysis.categories import categorize, gate_by_category
-from sweeps.analysis.gate_stats import collect_gates, gate_statistics, summary_rows
-from sweeps.analysis.interventions import mean_loss, run_interventions
 from trainers.config import TextDataConfig, TrialConfig
 from trainers.data import build_datamodule
-
-CHECKPOINT_ARTIFACT = "checkpoint/final.ckpt"  # where the launcher logs a trial's final weights
+from trainers.records import CHECKPOINT_ARTIFACT, DEFAULT_TRACKING_URI
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m sweeps.analyze", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n\n")[0])
     p.add_argument("target", help="an MLflow run id or a checkpoint file")
-    p.add_argument("--tracking-uri", default="sqlite:///mlflow.db")
+    p.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI)
     p.add_argument("--batches", type=int, default=None, help="held-out batches (default: the trial's)")
     p.add_argument("--constant", type=float, default=None, help="gate value of the constant intervention")
     p.add_argument("--out", default=None, help="folder for the outputs")
@@ -98,22 +100,6 @@ def token_decoder(cfg: TrialConfig, data_root):
     return lambda t: tok.decode([t])
 
 
-@torch.no_grad()
-def static_coefficients(model) -> list[dict[str, float]]:
-    design = model.residual
-    mix = getattr(design, "mix", None)
-    if mix is None or not hasattr(mix, "lambda_tap"):
-        return []
-    return [
-        {
-            "layer": layer + 1,
-            "lambda_tap": float(mix.lambda_tap[j].mean()),
-            "lambda_self": float(mix.lambda_self[j].mean()),
-        }
-        for j, layer in enumerate(design.consumers)
-    ]
-
-
 def write_csv(path: Path, rows: list[dict]) -> Path:
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -126,12 +112,12 @@ def analyze(cfg: TrialConfig, model, batches, decode, out: Path, constant: float
     """Runs every analysis that applies to the design; writes files to `out`; returns the summary."""
     out.mkdir(parents=True, exist_ok=True)
     summary: dict = {"design": cfg.model.residual.kind, "val_loss": mean_loss(model, batches)}
-    coeffs = static_coefficients(model)
+    coeffs = model.residual.coefficients()
     if coeffs:
         summary["static_coefficients"] = coeffs
         write_csv(out / "static_coefficients.csv", coeffs)
         plots.static_coefficients(coeffs, out / "static_coefficients.png")
-    if not hasattr(model.residual, "gate_hook") or cfg.model.residual.mode != "gated":
+    if not model.residual.has_gates:
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary
     gates, tokens = collect_gates(model, [inputs for inputs, _ in batches])
@@ -175,7 +161,7 @@ def main(argv=None) -> int:
     try:
         cfg, model, run_id = load_trial(args.target, args.tracking_uri)
     except Exception as err:  # no such file / run / artifact: say which, exit 2
-        print(f"sweeps.analyze: cannot load {args.target!r}: {err}", file=sys.stderr)
+        print(f"analysis: cannot load {args.target!r}: {err}", file=sys.stderr)
         return 2
     name = run_id or Path(args.target).stem
     out = Path(args.out) if args.out else Path("results") / "analysis" / name

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 @contextlib.contextmanager
 def gate_hook(model, hook: Callable[[int, torch.Tensor], torch.Tensor] | None):
     design = model.residual
-    if not hasattr(design, "gate_hook"):
+    if not design.has_gates:
         raise ValueError(f"design {model.cfg.residual.kind!r} has no gates to intervene on")
     previous, design.gate_hook = design.gate_hook, hook
     try:

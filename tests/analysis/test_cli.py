@@ -1,10 +1,10 @@
-"""`python -m sweeps.analyze` end to end on a tiny trained trial."""
+"""`python -m analysis` end to end on a tiny trained trial."""
 
 import json
 
 import pytest
 
-from sweeps import analyze
+from analysis import cli as analyze
 from trainers import fit
 
 TRIAL = {

@@ -1,1 +1,0 @@
-"""Mechanistic analysis of trained value-residual gates: statistics, token categories, interventions."""

@@ -1,0 +1,75 @@
+"""Backend local: Optuna's `study.optimize` in the launcher's process, one run at a time."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from sweeps.trial import execute
+
+
+def connect(study) -> None:
+    """Nothing to start; this machine's resources were checked when the study loaded."""
+    return None
+
+
+def disconnect() -> None:
+    pass
+
+
+class StopFlag:
+    """Ctrl-C: raises KeyboardInterrupt and remembers it, so that an interrupt Python swallows
+    (one landing in a weakref callback or a __del__) still stops the launch after the current trial."""
+
+    def __init__(self):
+        self.set = False
+        self.previous = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum, frame):
+        self.set = True
+        raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+            self.previous = None
+
+
+def run(plan, driver, concurrency: int = 1, fit=None) -> None:
+    """Runs the remaining runs with `study.optimize`; Ctrl-C stops after the current run."""
+    import optuna
+
+    class TrialFailed(Exception):
+        pass
+
+    def objective(trial: optuna.Trial):
+        run = plan.prepare(trial)
+        task = driver.begin(run)
+        try:
+            outcome = execute(task, fit=fit)
+        except BaseException:
+            driver.interrupt(run)
+            raise
+        values = driver.end(run, outcome)
+        if values is None:
+            raise TrialFailed(outcome.error.splitlines()[0] if outcome.error else outcome.status)
+        return values
+
+    remaining = plan.remaining()
+    if not remaining:
+        return
+    stop = StopFlag()
+    try:
+        plan.optuna.optimize(
+            objective,
+            n_trials=remaining,
+            catch=(TrialFailed,),
+            gc_after_trial=True,
+            callbacks=[lambda study, trial: study.stop() if stop.set else None],
+        )
+    finally:
+        stop.restore()
+    if stop.set:
+        raise KeyboardInterrupt

@@ -1,0 +1,114 @@
+"""The maths of the fronts: non-dominated ranks, hypervolume, per-point statistics over seeds.
+
+Only runs that trained their full budget enter (COMPLETE Optuna trials: a run stopped early
+by ASHA is PRUNED, a failed one FAIL). Runs of one point (its seeds) are averaged first: a
+front is over points, with the per-point mean of each objective over its completed seeds (the
+standard deviation and the seed count are kept). Then:
+
+- `rank`: non-dominated sorting (0 = the Pareto front over all objectives, 1 = the next layer);
+- hypervolume of the front, with each objective min-max normalised over all points and turned
+  into minimisation, reference point 1.1 in every coordinate (1.0 = perfect, 0 = nothing);
+- per-pair fronts of the first objective against each other (e.g. loss vs throughput).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from optuna.trial import TrialState
+
+
+def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
+    """a dominates b (minimisation): no worse everywhere, better somewhere."""
+    return all(x <= y for x, y in zip(a, b, strict=True)) and any(x < y for x, y in zip(a, b, strict=True))
+
+
+def nondominated_ranks(points: Sequence[Sequence[float]]) -> list[int]:
+    """Rank of each point (minimisation); 0 is the Pareto front. Equal points share a rank."""
+    ranks = [-1] * len(points)
+    left = set(range(len(points)))
+    rank = 0
+    while left:
+        front = {i for i in left if not any(dominates(points[j], points[i]) for j in left if j != i)}
+        for i in front:
+            ranks[i] = rank
+        left -= front
+        rank += 1
+    return ranks
+
+
+def hypervolume(points: Sequence[Sequence[float]], ref: Sequence[float]) -> float:
+    """Exact hypervolume dominated by `points` (minimisation) up to `ref`, by slicing."""
+    pts = [tuple(p) for p in points if all(x < r for x, r in zip(p, ref, strict=True))]
+    if not pts:
+        return 0.0
+    if len(ref) == 1:
+        return ref[0] - min(p[0] for p in pts)
+    pts.sort(key=lambda p: p[0])
+    volume = 0.0
+    for i, p in enumerate(pts):
+        upper = pts[i + 1][0] if i + 1 < len(pts) else ref[0]
+        if upper <= p[0]:
+            continue
+        volume += (upper - p[0]) * hypervolume([q[1:] for q in pts[: i + 1]], ref[1:])
+    return volume
+
+
+def to_minimise(values: Sequence[float], directions: Sequence[str]) -> list[float]:
+    return [v if d == "minimize" else -v for v, d in zip(values, directions, strict=True)]
+
+
+def normalise(rows: Sequence[Sequence[float]]) -> list[list[float]]:
+    lows = [min(col) for col in zip(*rows, strict=True)]
+    highs = [max(col) for col in zip(*rows, strict=True)]
+    return [
+        [(v - lo) / (hi - lo) if hi > lo else 0.0 for v, lo, hi in zip(r, lows, highs, strict=True)]
+        for r in rows
+    ]
+
+
+def point_table(trials, metrics: Sequence[str]) -> list[dict]:
+    """Per-point means over completed seeds, from Optuna trials."""
+    groups: dict[str, list] = {}
+    for t in trials:
+        if t.state == TrialState.COMPLETE and t.values is not None:
+            groups.setdefault(t.user_attrs.get("point", str(t.params)), []).append(t)
+    rows = []
+    for pid, group in groups.items():
+        row = {"point": pid, "params": dict(group[0].params), "seeds": len(group)}
+        row["trials"] = [t.number for t in group]
+        row["runs"] = [t.user_attrs.get("mlflow_run_id") for t in group]
+        for i, metric in enumerate(metrics):
+            vals = [t.values[i] for t in group]
+            mean = sum(vals) / len(vals)
+            row[metric] = mean
+            row[metric + "_std"] = (
+                math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
+            )
+        rows.append(row)
+    return rows
+
+
+def compute(trials, objectives: Sequence[tuple[str, str]]) -> dict:
+    metrics = [m for m, _ in objectives]
+    directions = [d for _, d in objectives]
+    rows = point_table(trials, metrics)
+    result = {"objectives": [{"metric": m, "direction": d} for m, d in objectives], "points": rows}
+    if not rows:
+        result.update(front=[], hypervolume=0.0, pairs={})
+        return result
+    mins = [to_minimise([r[m] for m in metrics], directions) for r in rows]
+    for row, rank in zip(rows, nondominated_ranks(mins), strict=True):
+        row["rank"] = rank
+    norm = normalise(mins)
+    front = [i for i, r in enumerate(rows) if r["rank"] == 0]
+    result["front"] = [rows[i]["point"] for i in front]
+    result["hypervolume"] = hypervolume([norm[i] for i in front], [1.1] * len(metrics)) / 1.1 ** len(metrics)
+    pairs = {}
+    for k in range(1, len(metrics)):
+        two = [[m[0], m[k]] for m in mins]
+        ranks = nondominated_ranks(two)
+        pairs[f"{metrics[0]}_vs_{metrics[k]}"] = [rows[i]["point"] for i, r in enumerate(ranks) if r == 0]
+    result["pairs"] = pairs
+    return result
