@@ -7,12 +7,9 @@ that machine drift cancels out in the ratios:
   wall time and per second of this process's CPU time (`cpu x`: robust when other work shares
   the machine; on CUDA only the wall time means anything);
 - forward tokens/s: inference forward under no_grad;
-- peak memory of a training step. CUDA: the allocator's peak (`max_memory_allocated`).
-  CPU: the process's resident set size, sampled every 1 ms by a thread and combined with the
-  kernel's high-water mark; only one design's model and optimizer exist at a time, and the
-  delta is taken over the RSS before the model was built. glibc's malloc is pinned to a fixed
-  mmap threshold (the script re-executes itself with MALLOC_MMAP_THRESHOLD_) so freed tensors
-  return to the OS and one design's peak does not hide in the next one's;
+- peak memory of a training step, exact (`trainers.costs.StepMemoryMeter`, the definition the
+  trials use: live tensors at the step's peak, from the CUDA allocator or from the profiler's
+  allocation events on CPU), with its activation part; the same bytes in every round;
 - parameters (total, added by the design), model FLOPs per token (6N + attention term) and the
   achieved fraction of this machine's matmul peak, measured in the same run with a large GEMM.
 
@@ -24,7 +21,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import platform
 import statistics
 import sys
@@ -34,10 +30,8 @@ import torch
 
 from arch import build_model
 from trainers.config import TrainConfig
-from trainers.costs import MIB, PeakMeter, flops_per_token
+from trainers.costs import MIB, StepMemoryMeter, flops_per_token, time_train_steps, train_step_fn
 from trainers.optim import build_optimizer
-
-MMAP_THRESHOLD = "65536"
 
 # One representative configuration per design family; `--designs` picks a subset.
 DESIGNS = {
@@ -87,15 +81,9 @@ def matmul_peak_flops(device: torch.device, dtype: torch.dtype) -> float:
     return 2 * n**3 / best
 
 
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def run_design(name, residual, args, device, autocast_dtype) -> dict[str, float]:
     """One round of one design: build, warm up, time training and forward, measure memory."""
     gc.collect()
-    meter = PeakMeter(device)
     torch.manual_seed(0)
     model = build_model({"preset": args.preset, "max_seq_len": max(args.seq_len, 256), "residual": residual})
     model = model.to(device)
@@ -104,48 +92,32 @@ def run_design(name, residual, args, device, autocast_dtype) -> dict[str, float]
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, model.cfg.vocab_size, (args.batch, args.seq_len + 1), generator=g).to(device)
     inputs, targets = x[:, :-1], x[:, 1:]
-
-    def step():
-        with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-            logits = forward(inputs)
-        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    meter = StepMemoryMeter(device)
+    step = train_step_fn(model, opt, inputs, targets, autocast_dtype, forward, mark=meter.backward_starts)
 
     step()  # optimizer state, allocator warm-up, compile
-    with meter:
-        _sync(device)
-        t, cpu = time.perf_counter(), time.process_time()
-        for _ in range(args.steps):
-            step()
-        _sync(device)
-        train_s = (time.perf_counter() - t) / args.steps
-        train_cpu_s = (time.process_time() - cpu) / args.steps
+    meter.start(model, opt, [x])
+    step()
+    memory = meter.stop()
+    train_s, train_cpu_s = time_train_steps(step, device, args.steps)
     with (
         torch.no_grad(),
         torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None),
     ):
         forward(inputs)
-        _sync(device)
-        t = time.perf_counter()
-        for _ in range(args.steps):
-            forward(inputs)
-        _sync(device)
-        fwd_s = (time.perf_counter() - t) / args.steps
+        fwd_s, _ = time_train_steps(lambda: forward(inputs), device, args.steps)
     counts = model.param_counts()
     tokens = args.batch * args.seq_len
-    out = {
+    return {
         "train_tokens_per_s": tokens / train_s,
         "train_tokens_per_cpu_s": tokens / train_cpu_s,
         "forward_tokens_per_s": tokens / fwd_s,
-        "peak_mem_mb": meter.peak / MIB,
-        "peak_mem_delta_mb": (meter.peak - meter.start) / MIB,
+        "peak_mem_mb": memory.peak / MIB,
+        "activations_mb": memory.activations / MIB,
         "params_total": counts["total"],
         "params_design": counts["design"],
         "flops_per_token": flops_per_token(model, args.seq_len),
-    }
-    return out  # the model and optimizer die with this frame
+    }  # the model and optimizer die with this frame
 
 
 def summarize(rounds: dict[str, list[dict]], peak_flops: float) -> dict[str, dict]:
@@ -159,7 +131,7 @@ def summarize(rounds: dict[str, list[dict]], peak_flops: float) -> dict[str, dic
             r["train_tokens_per_cpu_s"] / b["train_tokens_per_cpu_s"] for r, b in zip(rs, base, strict=True)
         ]
         fwd = [r["forward_tokens_per_s"] / b["forward_tokens_per_s"] for r, b in zip(rs, base, strict=True)]
-        mem = [r["peak_mem_delta_mb"] / b["peak_mem_delta_mb"] for r, b in zip(rs, base, strict=True)]
+        mem = [r["peak_mem_mb"] / b["peak_mem_mb"] for r, b in zip(rs, base, strict=True)]
         med.update(
             train_speed_ratio=statistics.median(speed),
             train_speed_spread=[min(speed), max(speed)],
@@ -177,7 +149,7 @@ def summarize(rounds: dict[str, list[dict]], peak_flops: float) -> dict[str, dic
 def table(summary: dict[str, dict]) -> str:
     head = (
         f"{'design':18s} {'params':>9s} {'+design':>8s} {'train tok/s':>11s} {'x base':>6s} {'spread':>13s}"
-        f" {'cpu x':>6s} {'fwd x':>6s} {'peak MiB':>9s} {'step MiB':>9s} {'x base':>6s} {'spread':>13s}"
+        f" {'cpu x':>6s} {'fwd x':>6s} {'peak MiB':>9s} {'act MiB':>9s} {'x base':>6s} {'spread':>13s}"
         f" {'MFU':>6s}"
     )
     lines = [head, "-" * len(head)]
@@ -188,7 +160,7 @@ def table(summary: dict[str, dict]) -> str:
             f" {s['train_tokens_per_s']:>11.0f}"
             f" {s['train_speed_ratio']:>6.3f} {sp[0]:>6.3f}-{sp[1]:<6.3f} {s['train_cpu_ratio']:>6.3f}"
             f" {s['forward_speed_ratio']:>6.3f}"
-            f" {s['peak_mem_mb']:>9.1f} {s['peak_mem_delta_mb']:>9.1f} {s['memory_ratio']:>6.3f}"
+            f" {s['peak_mem_mb']:>9.1f} {s['activations_mb']:>9.1f} {s['memory_ratio']:>6.3f}"
             f" {ms[0]:>6.3f}-{ms[1]:<6.3f} {s['mfu']:>6.2%}"
         )
     return "\n".join(lines)
@@ -209,9 +181,6 @@ def target_lines(summary) -> list[str]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if os.environ.get("MALLOC_MMAP_THRESHOLD_") != MMAP_THRESHOLD and sys.platform == "linux":
-        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": MMAP_THRESHOLD}
-        os.execve(sys.executable, [sys.executable, "-m", "bench.designs", *sys.argv[1:]], env)
     names = [n.strip() for n in args.designs.split(",") if n.strip()]
     unknown = [n for n in names if n not in DESIGNS]
     if unknown or "baseline" not in names:

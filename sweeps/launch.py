@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import functools
 import os
 import sys
 import time
@@ -121,8 +122,9 @@ class LaunchLock:
         self.handle.close()
 
 
-def launch(study: Study, fit: Callable | None = None, stream=None) -> int:
-    """Runs (or resumes) the study; returns the process exit status."""
+def launch(study: Study, fit: Callable | None = None, stream=None, probe=None) -> int:
+    """Runs (or resumes) the study; returns the process exit status. `fit` and `probe` replace
+    trainers.fit and the cost probe (tests)."""
     from sweeps import backends
 
     stream = stream or sys.stdout
@@ -131,14 +133,15 @@ def launch(study: Study, fit: Callable | None = None, stream=None) -> int:
     cluster = backend.connect(study)  # checks the cluster's resources before creating anything
     try:
         with LaunchLock(study.results_dir()):
-            return _run(study, fit, stream, launch_id, backend, cluster)
+            return _run(study, fit, stream, launch_id, backend, cluster, probe)
     finally:
         backend.disconnect()
 
 
-def _run(study, fit, stream, launch_id, backend, cluster) -> int:
+def _run(study, fit, stream, launch_id, backend, cluster, probe) -> int:
     from sweeps import pareto
     from sweeps.plan import Plan
+    from sweeps.probe import Probe
     from sweeps.progress import Progress
     from sweeps.runner import Driver
     from sweeps.tracking import Tracker
@@ -168,9 +171,13 @@ def _run(study, fit, stream, launch_id, backend, cluster) -> int:
             f"{len(orphans)} orphaned MLflow run(s) closed"
         )
     progress.say(f"{plan.remaining()} trial(s) to run, {n} at a time; MLflow parent run {tracker.parent_id}")
-    driver = Driver(plan, tracker, progress)
+    if probe is None:
+        probe = Probe(study, functools.partial(backend.run_task, study), stream)
+    driver = Driver(plan, tracker, progress, probe)
     status = "FINISHED"
     try:
+        if plan.remaining():  # grid: every architecture timed in one interleaved session
+            probe.ensure(study.trial_config(p) for p in study.planned_points())
         backend.run(plan, driver, n, fit)
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C (Lightning turns it into SystemExit)
         status = "KILLED"
@@ -182,7 +189,9 @@ def _run(study, fit, stream, launch_id, backend, cluster) -> int:
         summary = (
             pareto.analyse(study, plan=plan, tracker=tracker, stream=stream) if status == "FINISHED" else {}
         )
-        tracker.finish_parent(status, {"wall_s": time.time() - progress.start, **summary})
+        wall = time.time() - progress.start
+        summary["probe_s"] = getattr(probe, "seconds", 0.0)
+        tracker.finish_parent(status, {"wall_s": wall, **summary})
     progress.say(progress.summary())
     return 0 if status == "FINISHED" else 130
 

@@ -5,6 +5,7 @@ its `point` user attribute; `repeat` r uses seed `trial.seed + r`. The grid is e
 (every point x repeat exactly once); for other samplers, the first run of a sampled point
 enqueues its other repeats, so a point's seeds are always run as one set.
 
+Grid runs are enqueued seed-major (every point with seed 0 first).
 A run counts as done when COMPLETE, PRUNED, or FAIL through its own fault (diverged, oom,
 error). Journal storage (one launch per study at a time, see `launch.lock`): a RUNNING trial
 found at start-up belongs to an earlier launch that died: it is marked FAIL with reason
@@ -164,8 +165,10 @@ class Plan:
             for t in self.optuna.get_trials(deepcopy=False)
             if is_done(t) or t.state in (TrialState.WAITING, TrialState.RUNNING)
         }
-        for point in self.study.planned_points():
-            for r in range(self.study.repeats):
+        # Seed-major: every point with seed 0, then every point with seed 1, ...: a slow minute
+        # of the machine is spread over the designs instead of landing on one point's seeds.
+        for r in range(self.study.repeats):
+            for point in self.study.planned_points():
                 if (point_id(point), r) not in taken:
                     self.optuna.enqueue_trial(point, user_attrs={"repeat": r, "point": point_id(point)})
 

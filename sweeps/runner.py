@@ -1,8 +1,10 @@
 """The driver side of one run, shared by both backends: open the child run, record the outcome.
 
-task = driver.begin(run)          # MLflow child run + params + resolved config; progress line
+task = driver.begin(run)          # MLflow child run + params + resolved config; progress line;
+                                  # the cost probe times the run's architecture if it is new
 ... the worker trains (sweeps.trial.execute) ...
-driver.end(run, outcome)          # MLflow status/metrics/error, Optuna user attrs; values or None
+driver.end(run, outcome)          # the probe's tokens_per_s joins the trial's metrics; MLflow
+                                  # status/metrics/error, Optuna user attrs; values or None
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from sweeps.trial import Outcome, TrialTask
 
 
 class Driver:
-    def __init__(self, plan: Plan, tracker: Tracker, progress: Progress):
+    def __init__(self, plan: Plan, tracker: Tracker, progress: Progress, probe=None):
         self.plan = plan
+        self.probe = probe
         self.tracker = tracker
         self.progress = progress
         self.run_ids: dict[int, str] = {}
@@ -25,6 +28,8 @@ class Driver:
 
     def begin(self, run: RunSpec) -> TrialTask:
         config = self.plan.trial_config(run)
+        if self.probe is not None:
+            self.probe.ensure([config])
         resolved = config.to_dict()
         design = config.model.residual.descriptors()
         run_id = self.tracker.start_child(run.number, run.point, run.seed, run.point_id, resolved, design)
@@ -45,6 +50,8 @@ class Driver:
         """Records the outcome; returns the objective values when the run counts for the fronts."""
         values = None
         status, error = outcome.status, outcome.error
+        if self.probe is not None and outcome.metrics:
+            outcome.metrics.update(self.probe.metrics(self.plan.trial_config(run)))
         if status == "ok":
             values = self.plan.values(outcome.metrics)
             if values is None:

@@ -6,7 +6,7 @@
     space: {<trial key path>: {choices | low/high/log/step, when}}
     sampler: {kind: grid | random | tpe | nsga2 | gp, seed}
     objectives: [{metric: val_loss, direction: minimize}, ...]
-    n_trials, repeats, max_concurrent, scheduler, resources, backend, ray, output
+    n_trials, repeats, max_concurrent, scheduler, resources, probe, backend, ray, output
 
 Loading (`load_study`) reads YAML with the safe loader, resolves `extends:` chains, applies
 `--set key.path=value` overrides, parses the tree strictly (arch.configtree) and then validates
@@ -107,14 +107,22 @@ class ResourcesConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class ProbeConfig:
+    """The cost probe (sweeps.probe): interleaved rounds x timed steps per architecture."""
+
+    rounds: int = _field(5, ge=1)
+    steps: int = _field(3, ge=1)
+
+
+@dataclasses.dataclass(frozen=True)
 class RayConfig:
     address: str | None = None  # None: start Ray locally; "auto" or ray://host:port joins a cluster
     num_cpus: int | None = _field(None, ge=1)  # local Ray only; None: every CPU of this machine
     num_gpus: int | None = _field(None, ge=0)  # local Ray only; None: every GPU of this machine
     temp_dir: str | None = None  # Ray's session files (None: Ray's default under /tmp)
-    # Reuse trial processes (saves ~10 s a trial). None: only when trials get GPUs, because on
-    # CPU peak_mem_mb is the process's resident memory, which a reused process carries over.
-    reuse_actors: bool | None = None
+    # Reuse trial processes (saves a new worker's start-up and imports, several seconds a trial);
+    # nothing a trial measures depends on a fresh process. A shared study never reuses (ray.py).
+    reuse_actors: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +152,7 @@ class Study:
     max_concurrent: int | None = _field(None, ge=1)  # None: as many as the resources allow
     scheduler: SchedulerConfig = SchedulerConfig()
     resources: ResourcesConfig = ResourcesConfig()
+    probe: ProbeConfig = ProbeConfig()
     backend: Literal["ray", "local"] = "ray"
     ray: RayConfig = RayConfig()
     output: OutputConfig = OutputConfig()

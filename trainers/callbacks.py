@@ -1,4 +1,4 @@
-"""Lightning callbacks for the metrics the Pareto fronts need: throughput, peak memory, gates.
+"""Lightning callbacks for the metrics the Pareto fronts need: throughput, exact memory, gates.
 
 Each callback logs with every validation (so a sweep scheduler sees the values next to
 `val_loss` and `tokens`) and keeps its latest values in `.metrics()` for the final result.
@@ -11,7 +11,7 @@ import time
 import lightning.pytorch as pl
 import torch
 
-from trainers.costs import MIB, PeakMeter, flops_per_token
+from trainers.costs import MIB, PeakMeter, StepMemoryMeter, flops_per_token
 
 
 class ModelStats(pl.Callback):
@@ -39,7 +39,10 @@ class ModelStats(pl.Callback):
 
 
 class Throughput(pl.Callback):
-    """`tokens_per_s`: training tokens per wall-clock second in steady state.
+    """`train_tokens_per_s`: this trial's training tokens per wall-clock second in steady state.
+
+    It shares the machine with whatever else runs, so a sweep does not rank designs by it: the
+    sweep's `tokens_per_s` comes from its cost probe (`sweeps.probe`), timed side by side.
 
     The clock runs between the ends of consecutive optimizer steps, skips the first
     `warmup_steps` (allocator growth, torch.compile) and stops during validation.
@@ -79,47 +82,75 @@ class Throughput(pl.Callback):
 
     def on_validation_epoch_end(self, trainer, pl_module) -> None:
         if self.seconds > 0 and trainer.state.fn == "fit":
-            pl_module.log("tokens_per_s", self.value)
+            pl_module.log("train_tokens_per_s", self.value)
 
     @property
     def value(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else float("nan")
 
     def metrics(self) -> dict[str, float]:
-        return {"tokens_per_s": self.value}
+        return {"train_tokens_per_s": self.value}
 
 
-class PeakMemory(pl.Callback):
-    """`peak_mem_mb`: the measured peak memory while training, in MiB (`trainers.costs.PeakMeter`:
-    the CUDA allocator's peak; on CPU the sampled peak RSS of the process). `peak_mem_delta_mb`:
-    the same minus the memory in use when training started."""
+class StepMemory(pl.Callback):
+    """`peak_mem_mb`: the exact peak of live tensor memory over one training step, and its breakdown
+    (`mem_params_mb`, `mem_grads_mb`, `mem_optimizer_mb`, `mem_activations_mb`), measured once on
+    optimizer step `measure_step` (default 1: after the warm-up step that creates the optimizer
+    state; 0 for one-step runs) with `trainers.costs.StepMemoryMeter`. The same architecture and
+    batch shape give the same bytes whatever the seed. `rss_peak_mb`: the process's peak resident
+    set size over training (CPU; the allocator peak on CUDA), for information only.
+    """
 
-    def __init__(self, interval: float = 0.002):
-        self.interval = interval
-        self.peak, self.start = 0, 0
-        self._meter: PeakMeter | None = None
+    def __init__(self, measure_step: int = 1):
+        self.measure_step = measure_step
+        self.values: dict[str, float] = {}
+        self._meter: StepMemoryMeter | None = None
+        self._rss: PeakMeter | None = None
+        self._target = measure_step
 
     def on_train_start(self, trainer, pl_module) -> None:
-        self._meter = PeakMeter(pl_module.device, self.interval).__enter__()
-        self.start = self._meter.start
+        self._target = min(self.measure_step, max(0, trainer.max_steps - 1))
+        self._rss = PeakMeter(pl_module.device).__enter__()
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        first_micro_batch = batch_idx % trainer.accumulate_grad_batches == 0
+        due = trainer.global_step == self._target and first_micro_batch and "peak_mem_mb" not in self.values
+        if due and self._meter is None:
+            # The step would free the last step's gradients first; the profiler cannot see a
+            # free of a block allocated before it started, so free them before it starts.
+            trainer.optimizers[0].zero_grad(set_to_none=True)
+            self._meter = StepMemoryMeter(pl_module.device)
+            self._meter.start(pl_module, trainer.optimizers[0], batch)
+
+    def on_before_backward(self, trainer, pl_module, loss) -> None:
+        if self._meter is not None:
+            self._meter.backward_starts()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._meter is not None and trainer.global_step > self._target:
+            self.values.update(self._meter.stop().metrics())
+            self._meter = None
 
     def on_train_end(self, trainer, pl_module) -> None:
-        if self._meter is not None:
-            self._meter.__exit__()
-            self.peak = self._meter.peak
-        self._meter = None
+        if self._rss is not None:
+            self._rss.__exit__()
+            self.values["rss_peak_mb"] = self._rss.peak / MIB
+            self._rss = None
 
     def on_exception(self, trainer, pl_module, exception) -> None:
         if self._meter is not None:
-            self._meter.__exit__()
-            self._meter = None
+            self._meter.abandon()
+        self._meter = None
+        if self._rss is not None:
+            self._rss.__exit__()
+            self._rss = None
 
     def on_validation_epoch_end(self, trainer, pl_module) -> None:
-        if trainer.state.fn == "fit" and self._meter is not None:
-            pl_module.log("peak_mem_mb", self._meter.current_peak() / MIB)
+        if trainer.state.fn == "fit" and "peak_mem_mb" in self.values:
+            pl_module.log("peak_mem_mb", self.values["peak_mem_mb"])
 
     def metrics(self) -> dict[str, float]:
-        return {"peak_mem_mb": self.peak / MIB, "peak_mem_delta_mb": (self.peak - self.start) / MIB}
+        return dict(self.values)
 
 
 class GateStats(pl.Callback):

@@ -1,19 +1,36 @@
-"""What a training step costs, measured one way for the trainer's callbacks and for bench/.
+"""What a training step costs, measured one way for the trainer's callbacks, the sweep's cost
+probe and bench/.
 
 - `flops_per_token(model, seq_len)`: training FLOPs per token (exact, from the parameter count);
-- `PeakMeter`: peak memory of a code region (CUDA: the caching allocator's peak; CPU: the
-  process's resident set size, sampled by a thread and combined with the kernel's high-water mark).
+- `StepMemoryMeter`: the exact peak of live tensor memory over one training step, one definition
+  on CPU and CUDA: the tensors alive when the step starts (parameters, buffers, optimizer state,
+  the batch) plus the largest running sum of what the step allocates and frees. CUDA reads the
+  caching allocator's statistics (reset around the step); CPU sums the allocation and free events
+  that torch's profiler records with `profile_memory=True`, in time order. Both are exact to the
+  byte and do not depend on the seed; the breakdown is parameters, gradients, optimizer state and
+  activations (what the forward pass leaves alive for backward, read when backward starts);
+- `PeakMeter`: the process's resident set size (CPU) or the allocator peak (CUDA) of a region:
+  informational (`rss_peak_mb`), never an objective, since libraries dominate it;
+- `time_train_steps`: seconds per training step of a model, the unit of interleaved timing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import gc
+import os
 import resource
+import sys
 import threading
+import time
+from collections.abc import Iterable
 
 import psutil
 import torch
 
 MIB = 1 << 20
+MARK = "satsweep.backward_starts"  # the profiler annotation at the start of backward
 
 
 def flops_per_token(model: torch.nn.Module, seq_len: int) -> float:
@@ -87,3 +104,195 @@ class PeakMeter:
             self._thread.join()
             self._halt = None
         self.peak = self.current_peak()
+
+
+def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes held by `tensors`, each storage counted once (tied weights, views)."""
+    seen, total = set(), 0
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            continue
+        storage = t.untyped_storage()
+        key = (storage.data_ptr(), t.device)
+        if key not in seen:
+            seen.add(key)
+            total += storage.nbytes()
+    return total
+
+
+def optimizer_state_tensors(optimizer) -> list[torch.Tensor]:
+    return [v for state in optimizer.state.values() for v in state.values() if isinstance(v, torch.Tensor)]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepMemory:
+    """Live tensor memory of one training step, in bytes."""
+
+    peak: int
+    params: int
+    grads: int
+    optimizer: int
+    activations: int
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "peak_mem_mb": self.peak / MIB,
+            "mem_params_mb": self.params / MIB,
+            "mem_grads_mb": self.grads / MIB,
+            "mem_optimizer_mb": self.optimizer / MIB,
+            "mem_activations_mb": self.activations / MIB,
+        }
+
+
+class StepMemoryMeter:
+    """`start(model, optimizer, batch)`, the step (calling `backward_starts()` just before the first
+    backward), then `stop() -> StepMemory`. See the module docstring for the definition."""
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self._profiler = None
+        self.at_backward: int | None = None
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def start(self, model: torch.nn.Module, optimizer, batch=()) -> None:
+        self.model, self.optimizer = model, optimizer
+        batch_tensors = [batch] if isinstance(batch, torch.Tensor) else list(batch or ())
+        params = list(model.parameters())
+        grads = [p.grad for p in params if p.grad is not None]  # the last step's, freed by zero_grad
+        self.static = tensor_bytes(
+            [*params, *grads, *model.buffers(), *optimizer_state_tensors(optimizer), *batch_tensors]
+        )
+        self.at_backward: int | None = None
+        # Garbage of earlier work (a previous trial in this process) collected in the middle of
+        # the step would free memory the step never allocated: collect it now, and not during.
+        gc.collect()
+        self._gc_was_enabled = gc.isenabled()
+        gc.disable()
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.base = torch.cuda.memory_allocated(self.device)
+            return
+        from torch.profiler import ProfilerActivity, profile
+
+        self._profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+        with _quiet_native_stderr():
+            self._profiler.start()
+
+    def backward_starts(self) -> None:
+        if self.at_backward is not None or (self._profiler is None and not self.cuda):
+            return
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            self.at_backward = torch.cuda.memory_allocated(self.device) - self.base
+            return
+        self.at_backward = -1  # read from the profiler's events at the end
+        with torch.profiler.record_function(MARK):
+            pass
+
+    def stop(self) -> StepMemory:
+        self._restore_gc()
+        params = list(self.model.parameters())
+        trainable = [p for p in params if p.requires_grad]
+        optimizer = tensor_bytes(optimizer_state_tensors(self.optimizer))
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            peak = torch.cuda.max_memory_allocated(self.device)
+            activations = max(0, self.at_backward or 0)
+        else:
+            with _quiet_native_stderr():
+                self._profiler.stop()
+            rise, activations = _running_peak(self._profiler)
+            self._profiler = None
+            peak = self.static + rise
+        return StepMemory(
+            peak=peak,
+            params=tensor_bytes(params),
+            grads=tensor_bytes(trainable),  # a gradient is the size of its parameter
+            optimizer=optimizer,
+            activations=activations,
+        )
+
+    def abandon(self) -> None:
+        """Stops measuring without a result (the step raised)."""
+        if self._profiler is not None:
+            with _quiet_native_stderr():
+                self._profiler.stop()
+            self._profiler = None
+        self._restore_gc()
+
+    def _restore_gc(self) -> None:
+        if getattr(self, "_gc_was_enabled", False):
+            gc.enable()
+            self._gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def _quiet_native_stderr():
+    """Kineto prints a `profiler_start` / `profiler_stop` line to the process's stderr (fd 2) on
+    every start and stop, with no switch to turn it off; silence fd 2 for just those calls."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _running_peak(prof) -> tuple[int, int]:
+    """(largest running sum of allocations minus frees, the running sum at the backward mark)."""
+    events = prof.profiler.kineto_results.events()
+    marks = [e.start_ns() for e in events if e.name() == MARK]
+    mark = marks[0] if marks else None
+    running = peak = 0
+    at_mark = None
+    for e in sorted((e for e in events if e.name() == "[memory]"), key=lambda e: e.start_ns()):
+        if mark is not None and at_mark is None and e.start_ns() > mark:
+            at_mark = running
+        running += e.nbytes()
+        peak = max(peak, running)
+    return peak, (at_mark if at_mark is not None else 0)
+
+
+def train_step_fn(model, optimizer, inputs, targets, autocast_dtype=None, forward=None, mark=None):
+    """One training step on a fixed batch (forward, loss, backward, optimizer step, zero grads)."""
+    forward = forward or model
+    device_type = inputs.device.type
+
+    def step():
+        with torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            logits = forward(inputs)
+        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+        if mark is not None:
+            mark()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_train_steps(step, device, steps: int) -> tuple[float, float]:
+    """(wall seconds, process CPU seconds) per step, averaged over `steps` calls of `step`."""
+    sync(device)
+    t, cpu = time.perf_counter(), time.process_time()
+    for _ in range(steps):
+        step()
+    sync(device)
+    return (time.perf_counter() - t) / steps, (time.process_time() - cpu) / steps

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 import lightning.pytorch as pl
 import torch
 
-from trainers.callbacks import GateStats, ModelStats, PeakMemory, Throughput
+from trainers.callbacks import GateStats, ModelStats, StepMemory, Throughput
 from trainers.config import TrialConfig
 from trainers.data import build_datamodule
 from trainers.module import LanguageModel, resolve_precision
@@ -57,7 +57,7 @@ def fit(
     Tune reporting callback). `data_root` overrides the data cache root ($SATSWEEP_DATA).
     `checkpoint_path`: where to save the final checkpoint (none is written otherwise).
 
-    Returns the final metrics: those in `METRICS`, `mqar_acc` for MQAR, `peak_mem_delta_mb`,
+    Returns the final metrics: those in `METRICS`, `mqar_acc` for MQAR, the memory breakdown,
     `lr`, and the latest gate statistics of gated designs. Raises `TrainingDiverged` on a
     NaN/inf loss and `ConfigError` on an invalid mapping.
     """
@@ -72,7 +72,7 @@ def fit(
     own = [
         ModelStats(cfg.data.seq_len),
         Throughput(cfg.tokens_per_step),
-        PeakMemory(),
+        StepMemory(),
         GateStats(cfg.train.gate_stats_every, cfg.train.grad_accum),
     ]
     loggers = list(loggers)

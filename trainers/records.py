@@ -7,14 +7,21 @@ shared by `python -m trainers.train`, the sweep launcher and `python -m analysis
 
 from __future__ import annotations
 
-# Final metrics of every trial (trainers.fit's result and MLflow metrics).
+# Final metrics of every trial (trainers.fit's result and MLflow metrics). Memory is exact
+# (trainers.costs.StepMemoryMeter); train_tokens_per_s is the trial's own clock, rss_peak_mb the
+# process's resident set: both informational. A sweep adds tokens_per_s from its cost probe.
 METRICS = (
     "train_loss",
     "val_loss",
     "val_ppl",
     "tokens",
-    "tokens_per_s",
+    "train_tokens_per_s",
     "peak_mem_mb",
+    "mem_params_mb",
+    "mem_grads_mb",
+    "mem_optimizer_mb",
+    "mem_activations_mb",
+    "rss_peak_mb",
     "params_total",
     "params_design",
     "flops_per_token",
@@ -26,8 +33,9 @@ OBJECTIVE_METRICS = (
     "train_loss",
     "mqar_acc",
     "tokens_per_s",
+    "tokens_per_s_ratio",
     "peak_mem_mb",
-    "peak_mem_delta_mb",
+    "mem_activations_mb",
     "params_total",
     "params_design",
     "flops_per_token",

@@ -7,6 +7,7 @@ Every backend module has the same three functions; `sweeps.launch` only picks on
                                              # cluster lacks what one trial asks for
     run(plan, driver, concurrency, fit=None) # runs plan.remaining() runs through driver.begin/end;
                                              # KeyboardInterrupt when stopped (Ctrl-C)
+    run_task(study, fn, *args)               # fn(*args) where a trial would run (cost probe)
     disconnect()
 """
 

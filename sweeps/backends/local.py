@@ -17,6 +17,11 @@ def disconnect() -> None:
     pass
 
 
+def run_task(study, fn, *args):
+    """`fn(*args)` here: the launcher's process is where local trials run."""
+    return fn(*args)
+
+
 class StopFlag:
     """Ctrl-C: raises KeyboardInterrupt and remembers it, so that an interrupt Python swallows
     (one landing in a weakref callback or a __del__) still stops the launch after the current trial."""

@@ -1,7 +1,9 @@
 """Backend ray: each run is a Ray Tune trial; Optuna proposes points through an ask/tell searcher.
 
 `connect(study)` starts (or joins) Ray and checks the cluster's resources; `run(plan, driver,
-concurrency, fit)` runs the study's remaining runs through `tune.Tuner`; `disconnect()`.
+concurrency, fit)` runs the study's remaining runs through `tune.Tuner` (reusing trial processes:
+seeded runs are bit-identical in a fresh or a reused one); `run_task` runs one function with a
+trial's resources (the cost probe); `disconnect()`.
 
 `PlanSearcher` is a Ray Tune `Searcher` over the study's `Plan`: `suggest` claims the next run
 (`Plan.claim`: enqueued grid points and repeats first, atomic among launchers sharing an RDB
@@ -86,7 +88,7 @@ def trainable(config: dict, fit=None) -> None:
 
 
 def tag_node(task: TrialTask) -> None:
-    """The Ray node (and host) a trial runs on, as tags of its MLflow child run."""
+    """The Ray node, host and worker process a trial runs in, as tags of its MLflow child run."""
     import socket
 
     import ray
@@ -97,6 +99,7 @@ def tag_node(task: TrialTask) -> None:
         c = client(task.tracking_uri)
         c.set_tag(task.run_id, "ray.node_id", ray.get_runtime_context().get_node_id())
         c.set_tag(task.run_id, "ray.host", socket.gethostname())
+        c.set_tag(task.run_id, "ray.pid", str(os.getpid()))  # equal pids: a reused worker
     except Exception as err:  # bookkeeping only: the trial trains regardless
         logging.getLogger(__name__).warning("could not tag the Ray node: %s", err)
 
@@ -205,6 +208,14 @@ def disconnect() -> None:
     ray.shutdown()
 
 
+def run_task(study, fn, *args):
+    """`fn(*args)` as a Ray task with one trial's resources (the cost probe: on a trial's device)."""
+    import ray
+
+    remote = ray.remote(num_cpus=study.resources.cpus, num_gpus=study.resources.gpus)(fn)
+    return ray.get(remote.remote(*args))
+
+
 def run(plan, driver, concurrency: int, fit=None) -> None:
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
@@ -234,7 +245,7 @@ def run(plan, driver, concurrency: int, fit=None) -> None:
             reduction_factor=study.scheduler.reduction_factor,
         )
     resources = {"cpu": study.resources.cpus, "gpu": study.resources.gpus}
-    reuse = study.ray.reuse_actors if study.ray.reuse_actors is not None else study.resources.gpus > 0
+    reuse = study.ray.reuse_actors
     # A shared study never reuses: Tune keeps cached actors (and their CPUs/GPUs) while its searcher
     # is not finished, so a launcher waiting on another's last runs would starve them (deadlock).
     reuse = reuse and not plan.shared

@@ -1,8 +1,9 @@
 """A stand-in for trainers.fit with the same contract, instant and deterministic (tests only).
 
-val_loss: 3.0, minus 0.2 for value_residual designs, plus 0.01 * seed; tokens_per_s: 1000 for the
-baseline and 900 otherwise; peak_mem_mb: 100 (+10 for value_residual). `train.lr >= 1` diverges.
-FAKE_FIT_SLEEP (seconds) makes every run take that long (for kill/resume tests).
+val_loss: 3.0, minus 0.2 for value_residual designs, plus 0.01 * seed; peak_mem_mb: 100 (+10 for
+value_residual). `train.lr >= 1` diverges. FAKE_FIT_SLEEP (seconds) makes every run take that long
+(for kill/resume tests). `PROBE` stands in for the cost probe: tokens_per_s 1000 for the baseline
+and 900 otherwise.
 """
 
 import os
@@ -18,7 +19,7 @@ def fit(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_path=Non
     gated = config.model.residual.kind != "none"
     final = {
         "val_loss": 3.0 - 0.2 * gated + 0.01 * config.seed,
-        "tokens_per_s": 900.0 if gated else 1000.0,
+        "train_tokens_per_s": 800.0,
         "peak_mem_mb": 110.0 if gated else 100.0,
         "params_total": 1000.0,
     }
@@ -36,3 +37,17 @@ def fit(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_path=Non
     for logger in loggers:
         logger.finalize("success")
     return {**final, "tokens": float(config.train.tokens)}
+
+
+class FakeProbe:
+    seconds = 0.0
+
+    def ensure(self, configs) -> None:
+        list(configs)
+
+    def metrics(self, config) -> dict[str, float]:
+        fast = config.model.residual.kind == "none"
+        return {"tokens_per_s": 1000.0 if fast else 900.0, "tokens_per_s_ratio": 1.0 if fast else 0.9}
+
+
+PROBE = FakeProbe()

@@ -4,7 +4,7 @@ import sys
 
 from sweeps.launch import launch
 from sweeps.spec import load_study
-from tests.sweeps.fake_fit import fit
+from tests.sweeps.fake_fit import PROBE, fit
 
 if __name__ == "__main__":
-    sys.exit(launch(load_study(sys.argv[1], sys.argv[2:]), fit=fit))
+    sys.exit(launch(load_study(sys.argv[1], sys.argv[2:]), fit=fit, probe=PROBE))

@@ -63,7 +63,7 @@ def test_validation_count_dry_run_and_launcher_share_one_grid(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "grid         3 point(s)" in out and "point   2  model.residual.kind=value_residual" in out
 
-    assert launch.launch(study, fit=fake_fit.fit) == 0
+    assert launch.launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
     trials = optuna_trials(study)
     assert Counter(t.state for t in trials) == {TrialState.COMPLETE: 3}
     assert sorted(map(str, (t.params for t in trials))) == sorted(map(str, expected))

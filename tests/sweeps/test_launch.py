@@ -49,7 +49,7 @@ def records(study):
 
 def test_local_launch_records_every_run_and_survives_a_diverging_trial(tmp_path, capsys):
     study = load_study(diverging_study(tmp_path))
-    assert launch(study, fit=fake_fit.fit) == 0
+    assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
     out = capsys.readouterr().out
     assert "6/6 done (4 ok, 2 failed, 0 pruned)" in out and "hypervolume" in out
 
@@ -127,7 +127,7 @@ def test_resume_after_ctrl_c_and_after_kill_9_ends_exactly_at_the_total(tmp_path
     killed = [r for r in mlflow_runs(study, "trial") if r.info.status == "RUNNING"]
     assert len(killed) == 1
 
-    assert launch(study, fit=fake_fit.fit) == 0
+    assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
 
     trials = optuna_trials(study)
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
@@ -152,14 +152,14 @@ def test_resume_after_ctrl_c_and_after_kill_9_ends_exactly_at_the_total(tmp_path
 def test_ray_backend_gives_the_same_records_as_local(tmp_path):
     (tmp_path / "local").mkdir()
     local = load_study(diverging_study(tmp_path / "local"))
-    assert launch(local, fit=fake_fit.fit) == 0
+    assert launch(local, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
     (tmp_path / "ray").mkdir()
     ray_study = load_study(
         diverging_study(
             tmp_path / "ray", backend="ray", max_concurrent=2, ray={"num_cpus": 2, "reuse_actors": True}
         ),
     )
-    assert launch(ray_study, fit=fake_fit.fit) == 0
+    assert launch(ray_study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
     assert records(ray_study) == records(local)
     assert Counter(t.state for t in optuna_trials(ray_study)) == {TrialState.COMPLETE: 4, TrialState.FAIL: 2}
 
@@ -175,7 +175,7 @@ def test_asha_stops_bad_trials_and_keeps_them_out_of_the_front(tmp_path):
         repeats=3,
     )
     study = load_study(path)
-    assert launch(study, fit=fake_fit.fit) == 0
+    assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
     states = Counter(t.state for t in optuna_trials(study))
     assert states[TrialState.COMPLETE] + states[TrialState.PRUNED] == 6
     assert states[TrialState.PRUNED] >= 1  # seeds 1, 2 of a point are 0.01, 0.02 worse at every rung
@@ -215,7 +215,7 @@ def test_ray_launch_resumes_after_ctrl_c(tmp_path):
     wait_for_complete(study, 1, first, timeout=180)
     first.send_signal(signal.SIGINT)
     assert first.wait(120) == 130, first.stdout.read()
-    assert launch(study, fit=fake_fit.fit) == 0
+    assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
     trials = optuna_trials(study)
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     assert len(complete) == 4 and len({(t.user_attrs["point"], t.user_attrs["seed"]) for t in complete}) == 4

@@ -57,7 +57,7 @@ def test_cli_logs_to_mlflow(tmp_path, corpus_dir, capsys):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert main([str(path), "--tracking-uri", uri, "--experiment", "cli-test"]) == 0
     out = capsys.readouterr().out
-    assert "val_loss" in out and "tokens_per_s" in out
+    assert "val_loss" in out and "train_tokens_per_s" in out
 
     import mlflow
 
@@ -65,6 +65,6 @@ def test_cli_logs_to_mlflow(tmp_path, corpus_dir, capsys):
     exp = client.get_experiment_by_name("cli-test")
     (run,) = client.search_runs([exp.experiment_id])
     assert run.data.params["model.d_model"] == "32" and run.data.params["data.kind"] == "text"
-    for name in ("val_loss", "train_loss", "tokens", "tokens_per_s", "peak_mem_mb", "params_total"):
+    for name in ("val_loss", "train_loss", "tokens", "train_tokens_per_s", "peak_mem_mb", "params_total"):
         assert name in run.data.metrics, name
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["trial.yaml"]

@@ -1,0 +1,199 @@
+"""The fronts' throughput axis: every architecture of a launch timed side by side in one process.
+
+A trial's own clock (`train_tokens_per_s`) shares the machine with whatever else runs, and trials
+run one after another, so a slow minute lands on one design. Instead, once per distinct
+architecture (the point's model and batch shape, without the seed), the probe times training
+steps of it and of the baseline of the same shape (`model.residual: {kind: none}`) in
+interleaved rounds in one process (round r runs every architecture once, in a rotated order):
+
+    tokens_per_s_ratio = median over rounds of (baseline seconds per step / its seconds per step)
+    tokens_per_s       = tokens_per_s_ratio x the baseline's tokens/s (median of its rounds)
+
+Drift and a busy neighbour hit every architecture of a round alike, so the ratios (and the
+ranking) hold. Results are cached in results/<name>/costs.json by architecture hash and machine
+(host, CPU or GPU model, threads), so a resumed or extended study re-times nothing; each run's
+child in MLflow gets both values. It runs where trials run: in the launcher for backend local,
+as a Ray task with one trial's resources for backend ray (on the trial's kind of device).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import socket
+import statistics
+import time
+from collections.abc import Callable, Iterable
+
+PROBE_METRICS = ("tokens_per_s", "tokens_per_s_ratio")
+
+
+def architecture(cfg) -> dict:
+    """What the cost of a training step depends on (a `TrialConfig` without seed, data, budget)."""
+    return {
+        "model": cfg.model.to_dict(),
+        "batch_size": cfg.train.batch_size,
+        "seq_len": cfg.data.seq_len,
+        "precision": cfg.train.precision,
+        "compile": cfg.train.compile,
+        "num_threads": cfg.train.num_threads,
+    }
+
+
+def baseline_of(arch: dict) -> dict:
+    from arch import ModelConfig
+
+    model = ModelConfig.from_dict({**arch["model"], "residual": {"kind": "none"}}).to_dict()
+    return {**arch, "model": model}
+
+
+def arch_key(arch: dict) -> str:
+    return hashlib.sha1(json.dumps(arch, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def machine_key(num_threads: int | None = None) -> str:
+    import torch
+
+    if torch.cuda.is_available():
+        device = torch.cuda.get_device_name(0)
+    else:
+        device = platform.processor() or platform.machine()
+    threads = num_threads or torch.get_num_threads()
+    return f"{socket.gethostname()}|{device}|{os.cpu_count()} cpus|{threads} threads"
+
+
+def time_architectures(archs: dict[str, dict], rounds: int, steps: int) -> dict:
+    """Seconds per training step of each architecture, per round, interleaved; runs anywhere
+    (a Ray task included): plain data in, plain data out."""
+    import torch
+
+    from trainers.module import resolve_precision
+
+    names = list(archs)
+    any_arch = archs[names[0]]
+    previous_threads = torch.get_num_threads()
+    if any_arch["num_threads"]:
+        torch.set_num_threads(any_arch["num_threads"])
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    seconds: dict[str, list[float]] = {n: [] for n in names}
+    try:
+        for r in range(rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:  # rotated: none always first
+                seconds[name].append(_time_one(archs[name], steps, device, torch, resolve_precision))
+    finally:
+        torch.set_num_threads(previous_threads)
+    return {"seconds_per_step": seconds, "machine": machine_key(any_arch["num_threads"])}
+
+
+def _time_one(arch: dict, steps: int, device, torch, resolve_precision) -> float:
+    from arch import build_model
+    from trainers.config import TrainConfig
+    from trainers.costs import time_train_steps, train_step_fn
+    from trainers.optim import build_optimizer
+
+    torch.manual_seed(0)
+    model = build_model(arch["model"]).to(device)
+    opt = build_optimizer(model, TrainConfig())
+    forward = torch.compile(model) if arch["compile"] else model
+    bf16 = resolve_precision(arch["precision"]) == "bf16-mixed" and device.type == "cuda"
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, model.cfg.vocab_size, (arch["batch_size"], arch["seq_len"] + 1), generator=g)
+    x = x.to(device)
+    step = train_step_fn(model, opt, x[:, :-1], x[:, 1:], torch.bfloat16 if bf16 else None, forward)
+    step()  # optimizer state, allocator warm-up, compile
+    wall, _ = time_train_steps(step, device, steps)
+    return wall
+
+
+class Probe:
+    """The cost probe of one study (see the module docstring).
+
+    `run_task(fn, *args)` runs `fn` where trials run (the backend's). `ensure(configs)` times the
+    architectures of `configs` not cached yet; `metrics(config)` gives the probe's values."""
+
+    def __init__(self, study, run_task: Callable | None = None, stream=None):
+        self.path = study.results_dir() / "costs.json"
+        self.rounds, self.steps = study.probe.rounds, study.probe.steps
+        self.run_task = run_task or (lambda fn, *args: fn(*args))
+        self.stream = stream
+        self.machine = None
+        self.entries = self._load()
+        self.seconds = 0.0
+
+    def __getstate__(self):  # Ray Tune pickles its search algorithm (and so the driver and this)
+        return {**self.__dict__, "stream": None, "run_task": None}
+
+    def _load(self) -> dict:
+        if self.path.is_file():
+            try:
+                return json.loads(self.path.read_text())
+            except json.JSONDecodeError:  # a crash mid-write: measure again
+                return {}
+        return {}
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.entries, indent=1, sort_keys=True))
+        tmp.replace(self.path)  # atomic: a crash leaves the old file or the new one
+
+    def _cached(self, key: str) -> dict | None:
+        return self.entries.get(self.machine, {}).get(key)
+
+    def ensure(self, configs: Iterable) -> None:
+        groups: dict[str, dict] = {}
+        for cfg in configs:
+            if self.machine is None:  # where trials run, asked once (a Ray task for backend ray)
+                self.machine = self.run_task(machine_key, cfg.train.num_threads)
+            arch = architecture(cfg)
+            base = baseline_of(arch)
+            group = groups.setdefault(arch_key(base), {"baseline": base, "archs": {}})
+            group["archs"][arch_key(arch)] = arch
+        for base_key, group in groups.items():
+            missing = {k: a for k, a in group["archs"].items() if self._cached(k) is None}
+            if missing:
+                self._measure(base_key, group["baseline"], missing)
+
+    def _measure(self, base_key: str, baseline: dict, missing: dict[str, dict]) -> None:
+        start = time.time()
+        archs = {base_key: baseline, **missing}
+        result = self.run_task(time_architectures, archs, self.rounds, self.steps)
+        self.seconds += time.time() - start
+        table = self.entries.setdefault(result["machine"], {})
+        base_s = result["seconds_per_step"][base_key]
+        tokens = baseline["batch_size"] * baseline["seq_len"]
+        if base_key not in table:
+            table[base_key] = _entry(baseline, base_s, base_s, tokens / statistics.median(base_s))
+        base_tps = table[base_key]["baseline_tokens_per_s"]
+        for key, arch in missing.items():
+            if key != base_key:
+                table[key] = _entry(arch, result["seconds_per_step"][key], base_s, base_tps)
+        self._save()
+        if self.stream is not None:
+            print(
+                f"cost probe: {len(archs)} architecture(s), {self.rounds} interleaved rounds of "
+                f"{self.steps} steps, {time.time() - start:.0f}s ({self.path})",
+                file=self.stream,
+                flush=True,
+            )
+
+    def metrics(self, cfg) -> dict[str, float]:
+        entry = self._cached(arch_key(architecture(cfg)))
+        if entry is None:
+            return {}
+        return {"tokens_per_s": entry["tokens_per_s"], "tokens_per_s_ratio": entry["tokens_per_s_ratio"]}
+
+
+def _entry(arch: dict, seconds: list[float], base_seconds: list[float], base_tokens_per_s: float) -> dict:
+    ratios = [b / s for b, s in zip(base_seconds, seconds, strict=True)]
+    ratio = statistics.median(ratios)
+    return {
+        "arch": arch,
+        "seconds_per_step": seconds,
+        "ratios": ratios,
+        "tokens_per_s_ratio": ratio,
+        "tokens_per_s": ratio * base_tokens_per_s,
+        "baseline_tokens_per_s": base_tokens_per_s,
+    }

@@ -1,0 +1,96 @@
+"""The cost probe: interleaved timing, its cache, what reaches the fronts; seed-major order; reused
+Ray workers that leak nothing into the next trial."""
+
+import json
+from collections import Counter
+
+from optuna.trial import TrialState
+
+from sweeps.launch import launch
+from sweeps.probe import Probe, arch_key, architecture
+from sweeps.spec import load_study
+from tests.sweeps import fake_fit
+from tests.sweeps.helpers import TRIAL, mlflow_runs, optuna_trials, write_study
+
+SPACE = {
+    "model.residual": {
+        "choices": {"baseline": {"kind": "none"}, "hc4": {"kind": "hyper_connections", "expansion_rate": 4}}
+    }
+}
+
+
+def counting(calls):
+    def run_task(fn, *args):
+        calls.append(fn.__name__)
+        return fn(*args)
+
+    return run_task
+
+
+def test_probe_times_each_architecture_once_against_its_baseline_and_caches_it(tmp_path):
+    study = load_study(write_study(tmp_path, space=SPACE, probe={"rounds": 3, "steps": 2}))
+    configs = [study.trial_config(p, seed) for p in study.planned_points() for seed in (0, 1)]
+    calls = []
+    probe = Probe(study, counting(calls))
+    probe.ensure(configs)
+    assert calls == ["machine_key", "time_architectures"]  # one interleaved session for all
+    base, hc = (probe.metrics(study.trial_config(p)) for p in study.planned_points())
+    assert base["tokens_per_s_ratio"] == 1.0 and base["tokens_per_s"] > 0
+    assert hc["tokens_per_s_ratio"] < 0.95  # four residual streams cost time
+    assert probe.metrics(configs[1]) == probe.metrics(configs[0])  # the seed is not the architecture
+
+    cached = json.loads((study.results_dir() / "costs.json").read_text())
+    (table,) = cached.values()
+    entry = table[arch_key(architecture(configs[-1]))]
+    assert len(entry["ratios"]) == 3 and entry["tokens_per_s"] == hc["tokens_per_s"]
+
+    again = Probe(study, counting(calls := []))
+    again.ensure(configs)
+    assert calls == ["machine_key"] and again.metrics(configs[-1]) == hc  # nothing re-timed
+
+
+def test_front_throughput_is_the_probe_and_the_trial_clock_stays_informational(tmp_path):
+    study = load_study(write_study(tmp_path, repeats=2, probe={"rounds": 2, "steps": 1}))
+    assert launch(study, fit=fake_fit.fit) == 0
+    children = mlflow_runs(study, "trial")
+    by_kind = {}
+    for c in children:
+        by_kind.setdefault(c.data.tags["kind"], set()).add(c.data.metrics["final/tokens_per_s"])
+        assert c.data.metrics["final/train_tokens_per_s"] == 800.0  # the stand-in's own clock
+    assert all(len(v) == 1 for v in by_kind.values())  # both seeds of a point: the same probe value
+    trials = optuna_trials(study)
+    for t in trials:
+        assert t.values[1] in by_kind["none"] | by_kind["value_residual"]
+    (parent,) = mlflow_runs(study, "parent")
+    assert parent.data.metrics["probe_s"] > 0
+
+
+def test_grid_runs_seed_major(tmp_path):
+    study = load_study(write_study(tmp_path, repeats=3))
+    assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
+    trials = sorted(optuna_trials(study), key=lambda t: t.number)
+    assert [t.user_attrs["repeat"] for t in trials] == [0, 0, 1, 1, 2, 2]
+
+
+def test_reused_ray_worker_trains_bit_identically_to_a_fresh_one(tmp_path):
+    # Two points that differ only in logging train the same model on the same data with the same
+    # seed: the second runs in the worker the first used, and must give the very same numbers.
+    path = write_study(
+        tmp_path,
+        space={"train.log_every": [2, 3]},
+        trial={**TRIAL, "model": {**TRIAL["model"], "residual": {"kind": "value_residual"}}},
+        repeats=1,
+        backend="ray",
+        max_concurrent=1,
+        ray={"num_cpus": 2},
+        output={"dir": str(tmp_path / "results"), "mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+                "checkpoints": False},
+        probe={"rounds": 1, "steps": 1},
+    )  # fmt: skip
+    study = load_study(path)
+    assert launch(study) == 0
+    assert Counter(t.state for t in optuna_trials(study)) == {TrialState.COMPLETE: 2}
+    first, second = sorted(mlflow_runs(study, "trial"), key=lambda r: int(r.data.tags["sweep.trial"]))
+    assert first.data.tags["ray.pid"] == second.data.tags["ray.pid"]  # reused
+    for key in ("final/val_loss", "final/train_loss", "final/peak_mem_mb", "final/mem_activations_mb"):
+        assert first.data.metrics[key] == second.data.metrics[key], key
