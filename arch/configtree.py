@@ -243,6 +243,38 @@ def _refuse(path: str, key: str, value):
     raise ConfigError([Issue(path, f"cannot set below {key!r}: it holds {value!r}, not a mapping")])
 
 
+def load_yaml(text: str, source: str | None = None) -> Any:
+    """YAML with the safe loader, refusing a mapping key written twice (YAML requires unique
+    keys; PyYAML would keep the last one silently): ConfigError naming the key path and both
+    lines. Raises yaml.YAMLError for text that is not YAML."""
+    import yaml
+
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    issues: list[Issue] = []
+    _duplicate_keys(node, "", issues)
+    if issues:
+        raise ConfigError(issues, source)
+    return yaml.safe_load(text)
+
+
+def _duplicate_keys(node, path: str, issues: list[Issue]) -> None:
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        first_line: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
+            line = key_node.start_mark.line + 1
+            if key in first_line:
+                issues.append(Issue(join(path, key), f"written twice, at lines {first_line[key]} and {line}"))
+            else:
+                first_line[key] = line
+            _duplicate_keys(value_node, join(path, key), issues)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _duplicate_keys(item, join(path, i), issues)
+
+
 def parse_override(text: str) -> tuple[str, Any]:
     """`key.path=value` (value read as YAML: 3, 1e-3, true, [a, b], relu) -> (path, value)."""
     import yaml

@@ -3,7 +3,9 @@
 Validates the study (exit 2 on any problem, creating nothing), then runs it: Ray Tune trials
 (backend ray, the default) or Optuna's `study.optimize` in this process (backend local), one
 Lightning training per run, recorded in MLflow and the Optuna storage, and ends with the
-Pareto fronts. The same command resumes an interrupted study.
+Pareto fronts. The same command resumes an interrupted study. Exit status: 0 when the study
+ended with at least one completed run (failed runs are recorded and allowed), 2 for a study that
+cannot run (nothing created), 4 when no run completed its budget, 130 when interrupted.
 
 This module only parses, locks and dispatches: the study (`sweeps.spec`) owns its grid and
 trial configs, the plan (`sweeps.plan`) the Optuna side, the driver (`sweeps.runner`) each run's
@@ -26,7 +28,9 @@ import yaml
 from arch.configtree import ConfigError
 from sweeps.spec import Study, load_study
 
-EXIT_CONFIG = 2
+EXIT_CONFIG = 2  # the study file (or the cluster) cannot run it; nothing was created
+EXIT_NOTHING_COMPLETED = 4  # the study ran to its end but no run completed its budget
+EXIT_INTERRUPTED = 130  # Ctrl-C; the same command resumes
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -147,6 +151,7 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe) -> int:
     from sweeps.tracking import Tracker
 
     plan = Plan(study, launch_id)
+    plan.check_fingerprint()  # before anything is recorded: an edited study is refused (exit 2)
     recovered = plan.recover()
     tracker = Tracker(study.mlflow_uri(), study.experiment_name, study.name, launch_id)
     from optuna.trial import TrialState
@@ -193,7 +198,9 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe) -> int:
         summary["probe_s"] = getattr(probe, "seconds", 0.0)
         tracker.finish_parent(status, {"wall_s": wall, **summary})
     progress.say(progress.summary())
-    return 0 if status == "FINISHED" else 130
+    if status != "FINISHED":
+        return EXIT_INTERRUPTED
+    return EXIT_NOTHING_COMPLETED if not summary.get("points") else 0
 
 
 def main(argv=None) -> int:

@@ -107,6 +107,34 @@ class Plan:
     def lock(self):
         return storages.study_lock(self.storage, self.study.storage_url(), self.study.name)
 
+    def check_fingerprint(self, source: str | None = None) -> None:
+        """Refuses to resume a study whose defining parts changed since runs of it finished
+        (one front would mix two experiments): ConfigError naming the changed keys. Records the
+        fingerprint while the study has no finished run."""
+        from arch.configtree import ConfigError, Issue
+
+        now = self.study.fingerprint()
+        before = self.optuna.user_attrs.get("fingerprint")
+        if before is None or not self.done():
+            self.optuna.set_user_attr("fingerprint", now)
+            return
+        changed = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
+        if not changed:
+            return
+        issues = [
+            Issue(key, f"was {before.get(key, '(absent)')}, now {now.get(key, '(absent)')}")
+            for key in changed
+        ]
+        issues.append(
+            Issue(
+                "name",
+                f"study {self.study.name!r} has {self.done()} finished run(s) of the earlier version; to "
+                f"run the new one give it a new name, or remove {self.study.results_dir()} (and its "
+                "MLflow experiment) to start over",
+            )
+        )
+        raise ConfigError(issues, source)
+
     # --- start-up ---------------------------------------------------------------------------
     def recover(self) -> list[int]:
         """Journal: marks RUNNING trials of earlier launches FAIL (interrupted) and enqueues them

@@ -4,7 +4,8 @@ A trial's own clock (`train_tokens_per_s`) shares the machine with whatever else
 run one after another, so a slow minute lands on one design. Instead, once per distinct
 architecture (the point's model and batch shape, without the seed), the probe times training
 steps of it and of the baseline of the same shape (`model.residual: {kind: none}`) in
-interleaved rounds in one process (round r runs every architecture once, in a rotated order):
+interleaved rounds in one process (round r runs every architecture once, in a rotated order, and
+keeps the fastest of its `steps` timed steps, since interference only ever adds time):
 
     tokens_per_s_ratio = median over rounds of (baseline seconds per step / its seconds per step)
     tokens_per_s       = tokens_per_s_ratio x the baseline's tokens/s (median of its rounds)
@@ -103,8 +104,8 @@ def _time_one(arch: dict, steps: int, device, torch, resolve_precision) -> float
     x = x.to(device)
     step = train_step_fn(model, opt, x[:, :-1], x[:, 1:], torch.bfloat16 if bf16 else None, forward)
     step()  # optimizer state, allocator warm-up, compile
-    wall, _ = time_train_steps(step, device, steps)
-    return wall
+    # The fastest of the steps: interference from other work only ever adds time.
+    return min(time_train_steps(step, device, 1)[0] for _ in range(steps))
 
 
 class Probe:
@@ -197,3 +198,20 @@ def _entry(arch: dict, seconds: list[float], base_seconds: list[float], base_tok
         "tokens_per_s": ratio * base_tokens_per_s,
         "baseline_tokens_per_s": base_tokens_per_s,
     }
+
+
+def round_samples(study, cfg) -> dict[str, float]:
+    """tokens_per_s of each probe round of `cfg`'s architecture ({} when never probed here)."""
+    path = study.results_dir() / "costs.json"
+    if not path.is_file():
+        return {}
+    try:
+        entries = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return {}
+    key = arch_key(architecture(cfg))
+    found = [table[key] for table in entries.values() if key in table]
+    if not found:
+        return {}
+    entry = found[-1]  # probed on several machines: the last one written
+    return {f"round{r}": ratio * entry["baseline_tokens_per_s"] for r, ratio in enumerate(entry["ratios"])}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -32,7 +33,17 @@ from typing import Any, Literal
 
 import yaml
 
-from arch.configtree import ConfigError, Issue, choices, dump, join, parse, parse_override, set_path
+from arch.configtree import (
+    ConfigError,
+    Issue,
+    choices,
+    dump,
+    join,
+    load_yaml,
+    parse,
+    parse_override,
+    set_path,
+)
 from sweeps.space import Param, SearchSpace, point_id
 from trainers.records import DEFAULT_TRACKING_URI, OBJECTIVE_METRICS
 
@@ -111,7 +122,7 @@ class ProbeConfig:
     """The cost probe (sweeps.probe): interleaved rounds x timed steps per architecture."""
 
     rounds: int = _field(5, ge=1)
-    steps: int = _field(3, ge=1)
+    steps: int = _field(4, ge=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,6 +158,9 @@ class Study:
     space: dict[str, Param] = dataclasses.field(default_factory=dict)
     sampler: SamplerConfig = SamplerConfig()
     objectives: list[Objective] = dataclasses.field(default_factory=_default_objectives)
+    # The point verdicts compare against, by its params ({model.residual: baseline}); None: the
+    # first point whose design is the baseline (kind none).
+    reference: dict[str, Any] | None = None
     n_trials: int | None = _field(None, ge=1)  # points to run; None: the whole grid (grid) / 20
     repeats: int = _field(1, ge=1)  # runs per point, seeds trial.seed + 0..repeats-1
     max_concurrent: int | None = _field(None, ge=1)  # None: as many as the resources allow
@@ -261,6 +275,24 @@ class Study:
     def to_dict(self) -> dict[str, Any]:
         return dump(self)
 
+    def fingerprint(self) -> dict[str, str]:
+        """What defines this study's results, flattened to key paths -> JSON values: the resolved
+        base trial, the space, sampler, objectives, counts, scheduler, reference and probe.
+        Not in it (changing them changes no result): max_concurrent, resources, backend, ray,
+        output, name and description."""
+        parts = {
+            "trial": self.base.to_dict(),
+            "sampler": dump(self.sampler),
+            "objectives": dump(self.objectives),
+            "n_trials": self.n_trials,
+            "repeats": self.repeats,
+            "scheduler": dump(self.scheduler),
+            "reference": self.reference,
+            "probe": dump(self.probe),
+        }
+        space = {f"space.{name}": json.dumps(dump(p), sort_keys=True) for name, p in self.space.items()}
+        return {**_flatten(parts), **space}
+
 
 # --- loading ------------------------------------------------------------------------------------
 
@@ -273,7 +305,7 @@ def _read_yaml(path: Path, issues_path: str = "") -> dict:
             [Issue(issues_path or "extends", f"cannot read {str(path)!r}: {err.strerror}")]
         ) from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, str(path))
     except yaml.YAMLError as err:
         raise ConfigError([Issue("", f"not valid YAML: {err}")], str(path)) from None
     if data is None:
@@ -403,8 +435,24 @@ def validate_points(study: Study) -> list[Issue]:
                     f"given {grace}; allowed: below trial.train.tokens {base.train.tokens}",
                 )
             )
+    if study.reference is not None and study.sampler.kind == "grid" and study.reference not in study.grid:
+        issues.append(
+            Issue(
+                "reference",
+                f"given {study.reference!r}; allowed: a point of the grid, e.g. {study.grid[0]!r}",
+            )
+        )
     issues.extend(_check_resources(study))
     return issues
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, str]:
+    if isinstance(tree, Mapping) and tree:
+        out: dict[str, str] = {}
+        for key, value in tree.items():
+            out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: json.dumps(tree, sort_keys=True, default=str)}
 
 
 def _resolved_tree(tree: Mapping) -> dict | None:

@@ -44,6 +44,7 @@ def open_storage(url: str):
 
         path = Path(url[len("journal:") :])
         path.parent.mkdir(parents=True, exist_ok=True)
+        repair_journal(path)
         return JournalStorage(JournalFileBackend(str(path)))
     with warnings.catch_warnings():  # heartbeats are marked experimental (since Optuna 2.9)
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -53,6 +54,37 @@ def open_storage(url: str):
             grace_period=GRACE_S,
             heartbeat_stale_trial_callback=requeue_stale,
         )
+
+
+def repair_journal(path: Path) -> int:
+    """Cuts an incomplete last record (a crash in the middle of a write) off an Optuna journal.
+
+    Optuna appends one JSON record per line and skips an unterminated last line when reading,
+    but its next append would join that fragment into a corrupt line in the middle of the file,
+    and every later read would fail. The fragment was never acknowledged (its trial is still
+    RUNNING, and is recovered as interrupted), so it is moved to `<journal>.fragment` and
+    dropped. Returns the number of bytes cut."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return 0
+    from optuna.storages.journal import JournalFileSymlinkLock
+
+    lock = JournalFileSymlinkLock(str(path))  # the lock Optuna's own writers take
+    lock.acquire()
+    with open(path, "rb+") as f:
+        try:
+            data = f.read()
+            if data.endswith(b"\n"):
+                return 0
+            keep = data.rfind(b"\n") + 1
+            Path(f"{path}.fragment").write_bytes(data[keep:])
+            f.truncate(keep)
+            logging.getLogger(__name__).warning(
+                "%s: cut an incomplete last record of %d bytes (saved in %s.fragment)",
+                path, len(data) - keep, path,
+            )  # fmt: skip
+            return len(data) - keep
+        finally:
+            lock.release()
 
 
 def load_trials(name: str, url: str) -> list[optuna.trial.FrozenTrial]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from arch.configtree import ConfigError, parse_override, set_path
+from arch.configtree import ConfigError, load_yaml, parse_override, set_path
 from trainers.config import TrialConfig
 from trainers.records import DEFAULT_TRACKING_URI
 
@@ -36,7 +36,7 @@ def flatten(tree, prefix: str = "") -> dict[str, str]:
 def load_config(path: str, overrides: list[str]) -> TrialConfig:
     """YAML file + `key.path=value` overrides -> validated TrialConfig (raises ConfigError)."""
     try:
-        tree = yaml.safe_load(Path(path).read_text())
+        tree = load_yaml(Path(path).read_text(), path)
     except (OSError, yaml.YAMLError) as err:
         raise ConfigError([], source=path) from err
     if tree is None:

@@ -1,9 +1,12 @@
-"""Pareto fronts of a study: the maths (`fronts`), the files (`outputs`), the CLI (`__main__`).
+"""Pareto fronts of a study: the maths (`fronts`), the statistics (`stats`), the files
+(`outputs`), the CLI (`__main__`).
 
-`analyse(study, plan, tracker)` computes the fronts from the study's Optuna storage, writes
-results/<name>/pareto/ (pareto.csv, pareto.json, a PNG per pair, pareto.html), logs them to the
-launch's parent MLflow run and tags every child run with `pareto_rank` (-1 for runs that are
-not in any front: failed, pruned, interrupted).
+`analyse(study, plan, tracker)` computes the fronts from the study's Optuna storage, with every
+point's 95% intervals, its paired differences and verdicts against the reference point (the
+study's `reference:`, else the first baseline design) and `p_front`; writes results/<name>/pareto/
+(pareto.csv, pareto.json, a PNG per pair, pareto.html), prints the table and one plain-language
+line per point, logs the files to the launch's parent MLflow run and tags every child run with
+`pareto_rank` (-1 for runs in no front: failed, pruned, interrupted), `p_front` and `verdict`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Mapping
 from optuna.trial import TrialState
 
 from sweeps.pareto.fronts import compute, dominates, hypervolume, nondominated_ranks
-from sweeps.pareto.outputs import table_text, write_files
+from sweeps.pareto.outputs import conclusions_text, table_text, write_files
 
 __all__ = [
     "analyse",
@@ -34,12 +37,14 @@ def analyse(study, plan=None, tracker=None, stream=None) -> dict[str, float]:
     stream = stream or sys.stdout
     trials = plan.trials() if plan is not None else load_trials(study.name, study.storage_url())
     objectives = [(o.metric, o.direction) for o in study.objectives]
-    result = compute(trials, objectives)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    result = compute(trials, objectives, reference_point(study, complete), probe_samples(study, complete))
     if not result["points"]:
         print("pareto: no trial has completed its budget yet", file=stream)
         return {"points": 0.0}
     paths = write_files(result, study.results_dir() / "pareto")
     print(table_text(result), file=stream)
+    print(conclusions_text(result), file=stream)
     for path in paths:
         print(f"  {path}", file=stream)
     if tracker is not None:
@@ -51,10 +56,47 @@ def analyse(study, plan=None, tracker=None, stream=None) -> dict[str, float]:
 
 
 def _tag_children(tracker, trials, result: Mapping) -> None:
-    rank_of = {r["point"]: r["rank"] for r in result["points"]}
+    rows = {r["point"]: r for r in result["points"]}
     for t in trials:
         run_id = t.user_attrs.get("mlflow_run_id")
         if not run_id:
             continue
-        rank = rank_of.get(t.user_attrs.get("point")) if t.state == TrialState.COMPLETE else None
-        tracker.client.set_tag(run_id, "pareto_rank", str(-1 if rank is None else rank))
+        row = rows.get(t.user_attrs.get("point")) if t.state == TrialState.COMPLETE else None
+        tracker.client.set_tag(run_id, "pareto_rank", str(-1 if row is None else row["rank"]))
+        if row is None:
+            continue
+        tracker.client.set_tag(run_id, "p_front", f"{row['p_front']:.3f}")
+        if row["point"] == result["reference"]:
+            tracker.client.set_tag(run_id, "verdict", "reference")
+            continue
+        for metric, word in row["verdict"].items():
+            tracker.client.set_tag(run_id, f"verdict.{metric}", word)
+        tracker.client.set_tag(run_id, "verdict", ", ".join(f"{m}: {w}" for m, w in row["verdict"].items()))
+
+
+def reference_point(study, trials) -> str | None:
+    """The point id of the study's `reference:` (its params), else of the first baseline design."""
+    for t in sorted(trials, key=lambda t: t.number):
+        if study.reference is not None:
+            if dict(t.params) == study.reference:
+                return t.user_attrs.get("point")
+        elif study.trial_config(dict(t.params)).model.residual.kind == "none":
+            return t.user_attrs.get("point")
+    return None
+
+
+def probe_samples(study, trials) -> dict[str, dict]:
+    """tokens_per_s per cost-probe round for each point (the probe's own spread), when it was probed."""
+    from sweeps.probe import round_samples
+
+    if "tokens_per_s" not in [o.metric for o in study.objectives]:
+        return {}
+    out = {}
+    for t in trials:
+        pid = t.user_attrs.get("point")
+        if pid in out:
+            continue
+        rounds = round_samples(study, study.trial_config(dict(t.params)))
+        if rounds:
+            out[pid] = {"tokens_per_s": rounds}
+    return out

@@ -13,10 +13,11 @@ standard deviation and the seed count are kept). Then:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from optuna.trial import TrialState
+
+from sweeps.pareto import stats
 
 
 def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
@@ -69,7 +70,7 @@ def normalise(rows: Sequence[Sequence[float]]) -> list[list[float]]:
 
 
 def point_table(trials, metrics: Sequence[str]) -> list[dict]:
-    """Per-point means over completed seeds, from Optuna trials."""
+    """Per-point samples {metric: {seed: value}} of the completed seeds, from Optuna trials."""
     groups: dict[str, list] = {}
     for t in trials:
         if t.state == TrialState.COMPLETE and t.values is not None:
@@ -79,25 +80,34 @@ def point_table(trials, metrics: Sequence[str]) -> list[dict]:
         row = {"point": pid, "params": dict(group[0].params), "seeds": len(group)}
         row["trials"] = [t.number for t in group]
         row["runs"] = [t.user_attrs.get("mlflow_run_id") for t in group]
-        for i, metric in enumerate(metrics):
-            vals = [t.values[i] for t in group]
-            mean = sum(vals) / len(vals)
-            row[metric] = mean
-            row[metric + "_std"] = (
-                math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
-            )
+        keys = [t.user_attrs.get("seed", f"run{j}") for j, t in enumerate(group)]  # seeds pair points
+        row["samples"] = {
+            m: {k: t.values[i] for k, t in zip(keys, group, strict=True)} for i, m in enumerate(metrics)
+        }
         rows.append(row)
     return rows
 
 
-def compute(trials, objectives: Sequence[tuple[str, str]]) -> dict:
+def compute(
+    trials,
+    objectives: Sequence[tuple[str, str]],
+    reference: str | None = None,
+    samples: Mapping[str, Mapping[str, Mapping]] | None = None,
+    replicates: int = 1000,
+) -> dict:
+    """Fronts over points. `reference`: the point id differences are taken against; `samples`
+    replace a point's per-seed samples of a metric (e.g. the probe's rounds for tokens_per_s)."""
     metrics = [m for m, _ in objectives]
     directions = [d for _, d in objectives]
     rows = point_table(trials, metrics)
+    for row in rows:
+        row["samples"].update((samples or {}).get(row["point"], {}))
     result = {"objectives": [{"metric": m, "direction": d} for m, d in objectives], "points": rows}
+    result["reference"] = reference if any(r["point"] == reference for r in rows) else None
     if not rows:
         result.update(front=[], hypervolume=0.0, pairs={})
         return result
+    add_statistics(rows, objectives, result["reference"], replicates)
     mins = [to_minimise([r[m] for m in metrics], directions) for r in rows]
     for row, rank in zip(rows, nondominated_ranks(mins), strict=True):
         row["rank"] = rank
@@ -112,3 +122,24 @@ def compute(trials, objectives: Sequence[tuple[str, str]]) -> dict:
         pairs[f"{metrics[0]}_vs_{metrics[k]}"] = [rows[i]["point"] for i, r in enumerate(ranks) if r == 0]
     result["pairs"] = pairs
     return result
+
+
+def add_statistics(rows: list[dict], objectives, reference: str | None, replicates: int) -> None:
+    """Per row and objective: mean, std, 95% interval; against the reference: the paired
+    difference, its interval and a verdict; and p_front over all objectives."""
+    ref = next((r for r in rows if r["point"] == reference), None)
+    for row in rows:
+        row["diff"], row["verdict"] = {}, {}
+        for metric, direction in objectives:
+            ci = stats.interval(list(row["samples"][metric].values()))
+            row[metric], row[metric + "_std"] = ci["mean"], ci["std"]
+            row[metric + "_ci"] = [ci["lo"], ci["hi"]]
+            if ref is not None and row is not ref:
+                diff = stats.paired(row["samples"][metric], ref["samples"][metric])
+                row["diff"][metric] = diff
+                row["verdict"][metric] = stats.verdict(diff, direction, metric in stats.EXACT_METRICS)
+    metrics = [m for m, _ in objectives]
+    directions = [d for _, d in objectives]
+    probabilities = stats.p_front([r["samples"] for r in rows], metrics, directions, replicates)
+    for row, p in zip(rows, probabilities, strict=True):
+        row["p_front"] = p

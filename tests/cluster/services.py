@@ -213,7 +213,12 @@ def start_ray(timeout: float = 120) -> RayCluster:
     root = Path(tempfile.mkdtemp(prefix="satsweep-ray-", dir="/tmp"))
     port = free_port()
     ray = str(Path(sys.executable).with_name("ray"))
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {
+        **os.environ,
+        "RAY_AUTH_MODE": "disabled",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_worker_niceness": "0",
+    }
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--num-gpus", "0", "--block"]
     head_log, second_log = root / "head.log", root / "second.log"
     head = subprocess.Popen(

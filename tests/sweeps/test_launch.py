@@ -1,5 +1,6 @@
 """Launches end to end (stand-in fit): MLflow records, failing trials, resume after kills, Ray."""
 
+import json
 import os
 import signal
 import subprocess
@@ -235,3 +236,46 @@ def test_experiment_created_by_another_launcher_in_between_is_reused(tmp_path):
     real_lookup = c.get_experiment_by_name
     c.get_experiment_by_name = lambda name: next(lookups, None) or real_lookup(name)
     assert experiment_id(c, "race") == created
+
+
+def test_a_study_where_nothing_completed_exits_4(tmp_path, capsys):
+    study = load_study(write_study(tmp_path, repeats=1), ["trial.train.lr=300"])
+    assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 4
+    assert "pareto: no trial has completed its budget yet" in capsys.readouterr().out
+    assert Counter(t.state for t in optuna_trials(study)) == {TrialState.FAIL: 2}
+
+
+def test_resuming_an_edited_study_is_refused_with_the_changed_keys(tmp_path, capsys):
+    from sweeps.launch import main
+
+    path = write_study(tmp_path, repeats=1)
+    assert launch(load_study(path), fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
+    # not a change of the experiment: where it runs and how many at a time
+    same = load_study(path, ["max_concurrent=1", "ray.num_cpus=1", "output.checkpoints=false"])
+    assert launch(same, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
+    assert main([str(path), "--set", "trial.train.tokens=8192", "--set", "repeats=2"]) == 2
+    err = capsys.readouterr().err
+    assert "trial.train.tokens: was 4096, now 8192" in err and "repeats: was 1, now 2" in err
+    assert "give it a new name, or remove" in err
+    assert len(mlflow_runs(load_study(path), "parent")) == 2  # the refused launch recorded nothing
+
+
+def test_a_journal_cut_in_the_middle_of_a_write_resumes(tmp_path):
+    path = write_study(tmp_path, repeats=1)
+    study = load_study(path)
+    assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
+    journal = Path(study.storage_url()[len("journal:") :])
+    whole = journal.read_bytes()
+    journal.write_bytes(whole + b'{"op_code": 5, "worker_id": "x", "trial_id": 0, "par')  # crash mid-write
+    assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0  # resumes: nothing left to run
+    repaired = journal.read_bytes()
+    assert repaired.startswith(whole)  # the fragment was cut; the resume appended clean records
+    assert all(json.loads(line) for line in repaired.splitlines())
+    assert Path(f"{journal}.fragment").read_bytes().startswith(b'{"op_code": 5')
+    import optuna
+
+    from sweeps.storage import open_storage
+
+    optuna.load_study(study_name=study.name, storage=open_storage(study.storage_url())).enqueue_trial({})
+    states = Counter(t.state for t in optuna_trials(study))  # later writes land on clean lines
+    assert states == {TrialState.COMPLETE: 2, TrialState.WAITING: 1}

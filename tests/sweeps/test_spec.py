@@ -120,3 +120,15 @@ def test_minimal_study_has_defaults(tmp_path):
     study = load_study(write(tmp_path / "m.yaml", "name: minimal\ntrial: {data: {kind: mqar}}\n"))
     assert [o.metric for o in study.objectives] == ["val_loss", "tokens_per_s", "peak_mem_mb"]
     assert study.n_runs() == 1 and study.backend == "ray" and study.sampler.kind == "grid"
+
+
+def test_duplicate_key_in_an_extended_file_names_that_file_and_exits_2(tmp_path, monkeypatch, capsys):
+    write(tmp_path / "base.yaml", BASE + "repeats: 3\n")
+    child = write(tmp_path / "child.yaml", "extends: base.yaml\nname: child\n")
+    with pytest.raises(ConfigError) as err:
+        load_study(child)
+    assert f"{tmp_path / 'base.yaml'}: repeats: written twice, at lines 9 and 10" in str(err.value)
+    monkeypatch.chdir(tmp_path)
+    assert launch.main([str(child)]) == 2
+    assert "written twice" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base.yaml", "child.yaml"]

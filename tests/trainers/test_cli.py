@@ -68,3 +68,10 @@ def test_cli_logs_to_mlflow(tmp_path, corpus_dir, capsys):
     for name in ("val_loss", "train_loss", "tokens", "train_tokens_per_s", "peak_mem_mb", "params_total"):
         assert name in run.data.metrics, name
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["trial.yaml"]
+
+
+def test_trial_file_with_a_key_written_twice_exits_2(tmp_path, capsys):
+    path = tmp_path / "dup.yaml"
+    path.write_text("seed: 0\ntrain: {tokens: 4096}\nseed: 1\n")
+    assert main([str(path), "--no-mlflow"]) == 2
+    assert f"{path}: seed: written twice, at lines 1 and 3" in capsys.readouterr().err

@@ -1,0 +1,91 @@
+"""Front statistics against hand-computed values: t intervals, pairing, verdicts, p_front."""
+
+import math
+
+import pytest
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState, create_trial
+
+from sweeps.pareto import compute
+from sweeps.pareto.outputs import conclusions_text, table_text
+from sweeps.pareto.stats import interval, p_front, paired, verdict
+
+T_975_2 = 4.302652729911275  # Student t, 97.5% quantile, 2 degrees of freedom
+
+
+def test_t_interval_by_hand():
+    ci = interval([1.0, 2.0, 3.0])
+    assert ci["mean"] == 2.0 and ci["std"] == pytest.approx(1.0)
+    assert ci["hi"] - ci["mean"] == pytest.approx(T_975_2 / math.sqrt(3))
+    one = interval([5.0])
+    assert one["mean"] == 5.0 and math.isnan(one["lo"])
+
+
+REF = {0: 2.0, 1: 2.5, 2: 3.0}  # seed -> val_loss: the seeds differ a lot
+X = {0: 1.9, 1: 2.45, 2: 2.88}  # ... and X is a little better on every one of them
+
+
+def test_pairing_turns_an_indistinguishable_pair_into_a_decided_one():
+    x, ref = interval(list(X.values())), interval(list(REF.values()))
+    assert x["lo"] < ref["mean"] < x["hi"] and ref["lo"] < x["mean"] < ref["hi"]  # unpaired: overlap
+    diff = paired(X, REF)  # differences -0.10, -0.05, -0.12
+    assert diff["mean"] == pytest.approx(-0.09)
+    std = math.sqrt((0.01**2 + 0.04**2 + 0.03**2) / 2)
+    assert diff["std"] == pytest.approx(std)
+    assert diff["hi"] == pytest.approx(-0.09 + T_975_2 * std / math.sqrt(3))
+    assert diff["hi"] < 0
+    assert verdict(diff, "minimize") == "better" and verdict(diff, "maximize") == "worse"
+    # shuffled pairing (seed labels swapped): the same values no longer decide anything
+    shuffled = paired({0: 1.9, 1: 2.88, 2: 2.45}, REF)
+    assert verdict(shuffled, "minimize") == "indistinguishable"
+
+
+def test_one_pair_decides_only_exact_metrics():
+    one = paired({0: 101.0}, {0: 100.0})
+    assert verdict(one, "minimize") == "undecided"
+    assert verdict(one, "minimize", exact=True) == "worse"
+    same = paired({0: 100.0, 1: 100.0}, {0: 100.0, 1: 100.0})
+    assert verdict(same, "minimize", exact=True) == "indistinguishable"
+
+
+def test_p_front_by_construction():
+    metrics, directions = ["loss", "speed"], ["minimize", "maximize"]
+    dominant = {"loss": {0: 1.0, 1: 1.1}, "speed": {0: 10.0, 1: 10.0}}
+    dominated = {"loss": {0: 2.0, 1: 2.1}, "speed": {0: 5.0, 1: 5.0}}
+    assert p_front([dominant, dominated], metrics, directions, replicates=200) == [1.0, 0.0]
+    # a twin within seed noise: on the front in some replicates, not in all
+    twin = {"loss": {0: 0.9, 1: 1.3}, "speed": {0: 10.0, 1: 10.0}}
+    p = p_front([dominant, twin], metrics, directions, replicates=400)
+    assert 0.2 < p[0] < 0.9 and 0.2 < p[1] < 0.9
+
+
+def trial(number, label, seed, values):
+    return create_trial(
+        state=TrialState.COMPLETE,
+        values=values,
+        params={"design": label},
+        distributions={"design": CategoricalDistribution(["base", "x", "slow"])},
+        user_attrs={"point": label, "seed": seed},
+    )
+
+
+def test_compute_gives_verdicts_against_the_reference_and_says_them():
+    objectives = [("val_loss", "minimize"), ("peak_mem_mb", "minimize")]
+    trials = [trial(i, "base", s, [REF[s], 100.0]) for i, s in enumerate(REF)]
+    trials += [trial(3 + i, "x", s, [X[s], 101.0]) for i, s in enumerate(X)]
+    result = compute(trials, objectives, reference="base", replicates=200)
+    rows = {r["point"]: r for r in result["points"]}
+    assert rows["x"]["verdict"] == {"val_loss": "better", "peak_mem_mb": "worse"}
+    assert rows["base"]["verdict"] == {} and result["reference"] == "base"
+    assert rows["x"]["val_loss_ci"][0] < 2.41 < rows["x"]["val_loss_ci"][1]
+    assert rows["x"]["p_front"] == 1.0 and rows["base"]["p_front"] == 1.0  # a trade-off: both on it
+    text = conclusions_text(result)
+    assert "val_loss -0.0900 ± 0.0896 (better, 3 seed(s))" in text and "peak_mem_mb 1.010x (worse)" in text
+    assert "reference" in table_text(result)
+
+
+def test_without_a_reference_there_are_no_verdicts():
+    trials = [trial(0, "x", 0, [1.0]), trial(1, "slow", 0, [2.0])]
+    result = compute(trials, [("val_loss", "minimize")], reference=None, replicates=50)
+    assert result["reference"] is None and all(r["verdict"] == {} for r in result["points"])
+    assert "no reference point" in conclusions_text(result)
