@@ -28,8 +28,10 @@ class Driver:
 
     def begin(self, run: RunSpec) -> TrialTask:
         config = self.plan.trial_config(run)
+        expected = {}
         if self.probe is not None:
             self.probe.ensure([config])
+            expected = self.probe.metrics(config)
         resolved = config.to_dict()
         design = config.model.residual.descriptors()
         run_id = self.tracker.start_child(run.number, run.point, run.seed, run.point_id, resolved, design)
@@ -44,6 +46,7 @@ class Driver:
             resolved=resolved,
             data_root=self.plan.study.output.data_root,
             keep_checkpoint=self.plan.study.output.checkpoints,
+            timeout_s=self.plan.study.trial_timeout(expected.get("tokens_per_s")),
         )
 
     def end(self, run: RunSpec, outcome: Outcome) -> list[float] | None:

@@ -164,6 +164,9 @@ class Study:
     n_trials: int | None = _field(None, ge=1)  # points to run; None: the whole grid (grid) / 20
     repeats: int = _field(1, ge=1)  # runs per point, seeds trial.seed + 0..repeats-1
     max_concurrent: int | None = _field(None, ge=1)  # None: as many as the resources allow
+    # Wall-clock limit of one trial's training, after which it is stopped and recorded as failed
+    # (status timeout). None: 10 x the time the cost probe expects for the budget, plus 10 minutes.
+    trial_timeout_s: float | None = _field(None, gt=0)
     scheduler: SchedulerConfig = SchedulerConfig()
     resources: ResourcesConfig = ResourcesConfig()
     probe: ProbeConfig = ProbeConfig()
@@ -292,6 +295,14 @@ class Study:
         }
         space = {f"space.{name}": json.dumps(dump(p), sort_keys=True) for name, p in self.space.items()}
         return {**_flatten(parts), **space}
+
+    def trial_timeout(self, tokens_per_s: float | None) -> float | None:
+        """The wall-clock limit of a trial (the study's, else derived from the probe's speed)."""
+        if self.trial_timeout_s is not None:
+            return self.trial_timeout_s
+        if not tokens_per_s:
+            return None
+        return 10 * self.base.train.tokens / tokens_per_s + 600
 
 
 # --- loading ------------------------------------------------------------------------------------

@@ -1,15 +1,23 @@
 """One trial, worker side: resolved tree -> trainers.fit with MLflow logging and progress reports.
 
-`execute` never raises for a failing trial: divergence (NaN/inf), out-of-memory and any other
-error come back as an outcome with a status and the error text, so the study goes on and the
-driver records the failure in MLflow and Optuna.
+`execute` never raises for a failing trial: divergence (NaN/inf), out-of-memory, a trial that
+runs past its wall-clock limit (`timeout`) and any other error come back as an outcome with a
+status and the error text, so the study goes on and the driver records the failure in MLflow
+and Optuna.
+
+The wall-clock limit is a watchdog thread that raises `TrialTimeout` inside the training thread
+(`PyThreadState_SetAsyncExc`): it stops a trial stuck in Python code (a data loader waiting on
+dead workers, a polling loop); a thread blocked inside one C call (a collective that never
+returns) sees it only when that call returns.
 """
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import math
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -28,14 +36,42 @@ class TrialTask:
     tracking_uri: str
     resolved: dict[str, Any]  # the full trial tree (TrialConfig.to_dict())
     data_root: str | None = None
-    keep_checkpoint: bool = (
-        False  # log the final weights as the artifact trainers.records.CHECKPOINT_ARTIFACT
-    )
+    keep_checkpoint: bool = False  # log the final weights (trainers.records.CHECKPOINT_ARTIFACT)
+    timeout_s: float | None = None  # wall-clock limit of the training (None: none)
+
+
+class TrialTimeout(Exception):
+    """Raised inside a trial's thread when it runs past its wall-clock limit."""
+
+
+class Watchdog:
+    """Raises TrialTimeout in the thread that entered it, `seconds` later (unless it left)."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.fired = False
+        self._timer: threading.Timer | None = None
+
+    def __enter__(self):
+        if self.seconds:
+            target = threading.get_ident()
+            self._timer = threading.Timer(self.seconds, self._fire, args=(target,))
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def _fire(self, thread_id: int) -> None:
+        self.fired = True
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(TrialTimeout))
+
+    def __exit__(self, *exc):
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 @dataclasses.dataclass
 class Outcome:
-    status: str  # ok | diverged | oom | error
+    status: str  # ok | diverged | oom | timeout | error
     metrics: dict[str, float]
     error: str = ""
     wall_s: float = 0.0
@@ -86,17 +122,19 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
     callbacks = [report_callback(report)] if report is not None else []
     folder = tempfile.TemporaryDirectory(prefix="satsweep-ckpt-") if task.keep_checkpoint else None
     checkpoint = Path(folder.name) / CHECKPOINT_NAME if folder else None
+    watchdog = Watchdog(task.timeout_s)
     try:
-        metrics = scalar_metrics(
-            fit(
-                config,
-                loggers=[logger],
-                callbacks=callbacks,
-                data_root=task.data_root,
-                checkpoint_path=checkpoint,
+        with watchdog:
+            metrics = scalar_metrics(
+                fit(
+                    config,
+                    loggers=[logger],
+                    callbacks=callbacks,
+                    data_root=task.data_root,
+                    checkpoint_path=checkpoint,
+                )
+                or {}
             )
-            or {}
-        )
         if checkpoint is not None and checkpoint.is_file():  # for `python -m analysis <run id>`
             logger.experiment.log_artifact(task.run_id, str(checkpoint), artifact_path=CHECKPOINT_FOLDER)
         bad = [k for k, v in metrics.items() if k.endswith("loss") and not math.isfinite(v)]
@@ -104,6 +142,9 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
             return Outcome("diverged", metrics, f"{bad[0]} is {metrics[bad[0]]}", time.time() - start)
         return Outcome("ok", metrics, "", time.time() - start)
     except Exception as err:  # the study goes on; the driver records why this trial failed
+        if watchdog.fired:  # TrialTimeout, or what it turned into on its way out of Lightning
+            limit = f"ran past its wall-clock limit of {task.timeout_s:.0f} s (trial_timeout_s)"
+            return Outcome("timeout", {}, f"TrialTimeout: {limit}\n\n{_describe(err)}", time.time() - start)
         return Outcome(classify(err), {}, _describe(err), time.time() - start)
     finally:
         if folder is not None:

@@ -1,9 +1,10 @@
 """A stand-in for trainers.fit with the same contract, instant and deterministic (tests only).
 
 val_loss: 3.0, minus 0.2 for value_residual designs, plus 0.01 * seed; peak_mem_mb: 100 (+10 for
-value_residual). `train.lr >= 1` diverges. FAKE_FIT_SLEEP (seconds) makes every run take that long
-(for kill/resume tests). `PROBE` stands in for the cost probe: tokens_per_s 1000 for the baseline
-and 900 otherwise.
+value_residual). `train.lr >= 1` diverges; `train.min_lr_ratio == 0.5` hangs (a polling loop that
+never ends, like a data loader waiting on dead workers). FAKE_FIT_SLEEP (seconds) makes every
+run take that long (for kill/resume tests). `PROBE` stands in for the cost probe: tokens_per_s
+1000 for the baseline and 900 otherwise.
 """
 
 import os
@@ -16,6 +17,8 @@ from trainers import TrainingDiverged
 def fit(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_path=None):
     if config.train.lr >= 1.0:
         raise TrainingDiverged(3, float("nan"))
+    while config.train.min_lr_ratio == 0.5:
+        time.sleep(0.05)
     gated = config.model.residual.kind != "none"
     final = {
         "val_loss": 3.0 - 0.2 * gated + 0.01 * config.seed,

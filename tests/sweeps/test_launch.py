@@ -279,3 +279,25 @@ def test_a_journal_cut_in_the_middle_of_a_write_resumes(tmp_path):
     optuna.load_study(study_name=study.name, storage=open_storage(study.storage_url())).enqueue_trial({})
     states = Counter(t.state for t in optuna_trials(study))  # later writes land on clean lines
     assert states == {TrialState.COMPLETE: 2, TrialState.WAITING: 1}
+
+
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_a_hung_trial_is_stopped_at_its_limit_and_the_study_goes_on(tmp_path, backend):
+    space = {
+        "model.residual": {"choices": {"baseline": {"kind": "none"}, "sat": {"kind": "value_residual"}}},
+        "train.min_lr_ratio": {"choices": [0.1, 0.5], "when": {"model.residual": "sat"}},  # 0.5 hangs
+    }
+    extra = {"ray": {"num_cpus": 2}, "max_concurrent": 1} if backend == "ray" else {}
+    path = write_study(tmp_path, space=space, repeats=1, backend=backend, trial_timeout_s=3, **extra)
+    study = load_study(path)
+    start = time.time()
+    assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
+    assert time.time() - start < 120
+    trials = optuna_trials(study)
+    assert Counter(t.state for t in trials) == {TrialState.COMPLETE: 2, TrialState.FAIL: 1}
+    (hung,) = [t for t in trials if t.state == TrialState.FAIL]
+    assert (
+        hung.user_attrs["fail_reason"] == "timeout" and "wall-clock limit of 3 s" in hung.user_attrs["error"]
+    )
+    (run,) = [r for r in mlflow_runs(study, "trial") if r.info.status == "FAILED"]
+    assert run.data.tags["sweep.status"] == "timeout" and run.data.tags["pareto_rank"] == "-1"
