@@ -61,7 +61,11 @@ def connect(study) -> tuple[float, float]:
     else:
         kwargs["address"] = study.ray.address
     if not ray.is_initialized():
+        if study.ray.address is None:
+            end_leftovers(study.results_dir() / RAY_PROCESSES)
         ray.init(**kwargs)
+        if study.ray.address is None:
+            remember_processes(study.results_dir() / RAY_PROCESSES)
     res = ray.cluster_resources()
     cpus, gpus = float(res.get("CPU", 0)), float(res.get("GPU", 0))
     issues = []
@@ -77,6 +81,46 @@ def connect(study) -> tuple[float, float]:
         ray.shutdown()
         raise ConfigError(issues)
     return cpus, gpus
+
+
+RAY_PROCESSES = "ray-processes.json"  # the local Ray this launch started (pid, start time)
+
+
+def remember_processes(path: Path) -> None:
+    """Writes the processes of the local Ray just started here (all children of this launcher)."""
+    import json
+
+    import psutil
+
+    procs = [{"pid": p.pid, "started": p.create_time()} for p in psutil.Process().children(recursive=True)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"launcher": os.getpid(), "processes": procs}))
+
+
+def end_leftovers(path: Path) -> int:
+    """Kills what is left of the local Ray of an earlier launch that died (kill -9 leaves Ray's
+    dashboard and runtime-env agents behind, which ignore SIGTERM for a while); returns how many."""
+    import json
+
+    import psutil
+
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return 0
+    if psutil.pid_exists(record.get("launcher", -1)):
+        return 0  # its launcher lives: not ours to end
+    killed = 0
+    for entry in record.get("processes", []):
+        try:
+            proc = psutil.Process(entry["pid"])
+            if abs(proc.create_time() - entry["started"]) < 1e-3:  # the same process, not a reused pid
+                proc.kill()
+                killed += 1
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    path.unlink(missing_ok=True)
+    return killed
 
 
 def trainable(config: dict, fit=None) -> None:

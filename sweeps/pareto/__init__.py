@@ -38,7 +38,14 @@ def analyse(study, plan=None, tracker=None, stream=None) -> dict[str, float]:
     trials = plan.trials() if plan is not None else load_trials(study.name, study.storage_url())
     objectives = [(o.metric, o.direction) for o in study.objectives]
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
-    result = compute(trials, objectives, reference_point(study, complete), probe_samples(study, complete))
+    rounds = probe_samples(study, complete)
+    result = compute(
+        trials,
+        objectives,
+        reference_point(study, complete),
+        rounds,
+        robust=frozenset({"tokens_per_s"} if rounds else ()),
+    )
     if not result["points"]:
         print("pareto: no trial has completed its budget yet", file=stream)
         return {"points": 0.0}

@@ -94,9 +94,11 @@ def compute(
     reference: str | None = None,
     samples: Mapping[str, Mapping[str, Mapping]] | None = None,
     replicates: int = 1000,
+    robust: frozenset[str] = frozenset(),
 ) -> dict:
     """Fronts over points. `reference`: the point id differences are taken against; `samples`
-    replace a point's per-seed samples of a metric (e.g. the probe's rounds for tokens_per_s)."""
+    replace a point's per-seed samples of a metric (e.g. the probe's rounds for tokens_per_s);
+    metrics in `robust` are summarised by medians and order-statistic intervals."""
     metrics = [m for m, _ in objectives]
     directions = [d for _, d in objectives]
     rows = point_table(trials, metrics)
@@ -107,7 +109,7 @@ def compute(
     if not rows:
         result.update(front=[], hypervolume=0.0, pairs={})
         return result
-    add_statistics(rows, objectives, result["reference"], replicates)
+    add_statistics(rows, objectives, result["reference"], replicates, robust)
     mins = [to_minimise([r[m] for m in metrics], directions) for r in rows]
     for row, rank in zip(rows, nondominated_ranks(mins), strict=True):
         row["rank"] = rank
@@ -124,22 +126,27 @@ def compute(
     return result
 
 
-def add_statistics(rows: list[dict], objectives, reference: str | None, replicates: int) -> None:
+def add_statistics(
+    rows: list[dict], objectives, reference: str | None, replicates: int, robust: frozenset[str] = frozenset()
+) -> None:
     """Per row and objective: mean, std, 95% interval; against the reference: the paired
     difference, its interval and a verdict; and p_front over all objectives."""
     ref = next((r for r in rows if r["point"] == reference), None)
     for row in rows:
         row["diff"], row["verdict"] = {}, {}
         for metric, direction in objectives:
-            ci = stats.interval(list(row["samples"][metric].values()))
+            values = list(row["samples"][metric].values())
+            ci = stats.median_interval(values) if metric in robust else stats.interval(values)
             row[metric], row[metric + "_std"] = ci["mean"], ci["std"]
             row[metric + "_ci"] = [ci["lo"], ci["hi"]]
             if ref is not None and row is not ref:
-                diff = stats.paired(row["samples"][metric], ref["samples"][metric])
+                diff = stats.paired(row["samples"][metric], ref["samples"][metric], metric in robust)
                 row["diff"][metric] = diff
                 row["verdict"][metric] = stats.verdict(diff, direction, metric in stats.EXACT_METRICS)
     metrics = [m for m, _ in objectives]
     directions = [d for _, d in objectives]
-    probabilities = stats.p_front([r["samples"] for r in rows], metrics, directions, replicates)
+    probabilities = stats.p_front(
+        [r["samples"] for r in rows], metrics, directions, replicates, robust=robust
+    )
     for row, p in zip(rows, probabilities, strict=True):
         row["p_front"] = p

@@ -50,8 +50,8 @@ def table_text(result: Mapping) -> str:
         for line in lines
     ]
     out.append(
-        "values: mean ± half-width of the 95% t interval over seeds (tokens_per_s: over the cost"
-        " probe's rounds); vs reference: the paired verdict per objective, in the order above"
+        "values: mean ± half-width of the 95% t interval over seeds (tokens_per_s: the median of the"
+        " cost probe's rounds, order-statistic interval); vs reference: the paired verdict per objective"
     )
     out.append(
         f"hypervolume (normalised, ref 1.1): {result['hypervolume']:.4f};"

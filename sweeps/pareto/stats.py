@@ -7,7 +7,9 @@ than either alone. Samples are keyed (by seed for what a trial measures, by prob
 probe's throughput), and pairing uses the keys two points share.
 
 - `interval(values)`: mean, sample standard deviation and the 95% t interval of the mean;
-- `paired(x, ref)`: the mean difference x - ref over shared keys and its 95% t interval;
+- `paired(x, ref)`: the mean difference x - ref over shared keys and its 95% t interval; for
+  timing rounds (`robust`: a busy neighbour makes outliers) the median and an order-statistic
+  interval instead (`median_interval`);
 - `verdict`: better / worse / indistinguishable (the interval covers 0) in the objective's
   direction; `undecided` with one pair only, unless the metric is exact (the same number for
   every seed of an architecture: memory, parameters, FLOPs), where one pair decides;
@@ -45,12 +47,29 @@ def interval(values: Sequence[float]) -> dict[str, float]:
     return {"mean": mean, "std": std, "lo": mean - half, "hi": mean + half, "n": n}
 
 
-def paired(x: Mapping, ref: Mapping) -> dict[str, float]:
-    """x - ref over the keys both have: mean difference and its 95% t interval."""
+def median_interval(values: Sequence[float]) -> dict[str, float]:
+    """Median and a distribution-free interval from order statistics (the sign test's): the
+    narrowest [x_(k), x_(n-k+1)] with at least 95% coverage, or the whole range when fewer values
+    allow no more (5 values: min to max, 93.75%). For samples with outliers (timing rounds)."""
+    from scipy.stats import binom
+
+    xs = sorted(values)
+    n = len(xs)
+    k = 1
+    while k + 1 <= n // 2 and 2 * binom.cdf(k, n, 0.5) <= 1 - LEVEL:
+        k += 1
+    std = float(np.std(xs, ddof=1)) if n > 1 else 0.0
+    return {"mean": float(np.median(xs)), "std": std, "lo": xs[k - 1], "hi": xs[n - k], "n": n}
+
+
+def paired(x: Mapping, ref: Mapping, robust: bool = False) -> dict[str, float]:
+    """x - ref over the keys both have: the mean difference and its 95% t interval, or with
+    `robust` the median difference and its order-statistic interval."""
     keys = sorted(set(x) & set(ref), key=str)
     if not keys:
         return {"mean": math.nan, "std": math.nan, "lo": math.nan, "hi": math.nan, "n": 0}
-    return interval([x[k] - ref[k] for k in keys])
+    diffs = [x[k] - ref[k] for k in keys]
+    return median_interval(diffs) if robust else interval(diffs)
 
 
 def verdict(diff: Mapping[str, float], direction: str, exact: bool = False) -> str:
@@ -75,6 +94,7 @@ def p_front(
     directions: Sequence[str],
     replicates: int = 1000,
     seed: int = 0,
+    robust: frozenset[str] = frozenset(),
 ) -> list[float]:
     """samples[i][metric] = {key: value} of point i; returns each point's front frequency."""
     from sweeps.pareto.fronts import nondominated_ranks, to_minimise
@@ -96,7 +116,7 @@ def p_front(
                 if not picked:  # none of this point's keys drawn: resample its own
                     own = list(values.values())
                     picked = [own[i] for i in rng.integers(0, len(own), len(own))]
-                row.append(float(np.mean(picked)))
+                row.append(float(np.median(picked) if m in robust else np.mean(picked)))
             means.append(to_minimise(row, directions))
         counts += np.array([r == 0 for r in nondominated_ranks(means)], dtype=float)
     return (counts / replicates).tolist()

@@ -301,3 +301,55 @@ def test_a_hung_trial_is_stopped_at_its_limit_and_the_study_goes_on(tmp_path, ba
     )
     (run,) = [r for r in mlflow_runs(study, "trial") if r.info.status == "FAILED"]
     assert run.data.tags["sweep.status"] == "timeout" and run.data.tags["pareto_rank"] == "-1"
+
+
+@pytest.mark.slow
+def test_three_kill_9_at_random_moments_end_exactly_at_the_total_and_leave_no_ray_behind(tmp_path):
+    import random
+
+    import psutil
+
+    path = write_study(
+        tmp_path,
+        space={
+            "model.residual": {"choices": {"baseline": {"kind": "none"}, "sat": {"kind": "value_residual"}}}
+        },
+        repeats=3,
+        backend="ray",
+        max_concurrent=1,
+        ray={"num_cpus": 2},
+    )
+    study = load_study(path)
+    rng = random.Random(0)
+    earlier: list[psutil.Process] = []
+    for _ in range(3):
+        proc = start(path)
+        time.sleep(rng.uniform(6.0, 25.0))  # start-up, the probe, a trial or between trials
+        earlier += psutil.Process(proc.pid).children(recursive=True)
+        proc.kill()
+        proc.wait(30)
+    assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
+    done = time.time()
+
+    trials = optuna_trials(study)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 6
+    assert len({(t.user_attrs["point"], t.user_attrs["seed"]) for t in complete}) == 6  # no duplicate
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    runs = mlflow_runs(study, "trial") + mlflow_runs(study, "parent")
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+    assert [r.data.tags["sweep.status"] for r in mlflow_runs(study, "trial")].count("ok") == 6
+
+    def alive():
+        out = []
+        for p in earlier:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        return out
+
+    while alive() and time.time() < done + 60:
+        time.sleep(1)
+    assert not alive(), [p.cmdline()[:2] for p in alive()]

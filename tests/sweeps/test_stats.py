@@ -89,3 +89,13 @@ def test_without_a_reference_there_are_no_verdicts():
     result = compute(trials, [("val_loss", "minimize")], reference=None, replicates=50)
     assert result["reference"] is None and all(r["verdict"] == {} for r in result["points"])
     assert "no reference point" in conclusions_text(result)
+
+
+def test_timing_rounds_use_medians_so_one_disturbed_round_flips_nothing():
+    base = {f"round{r}": 1000.0 for r in range(5)}
+    slow = {"round0": 900.0, "round1": 910.0, "round2": 3000.0, "round3": 905.0, "round4": 895.0}
+    assert interval(list(slow.values()))["mean"] > 1000  # the mean is fooled by the one outlier
+    diff = paired(slow, base, robust=True)
+    assert diff["mean"] == -95.0 and (diff["lo"], diff["hi"]) == (-105.0, 2000.0)
+    four = {**slow, "round2": 920.0}
+    assert verdict(paired(four, base, robust=True), "maximize") == "worse"  # every round slower
