@@ -11,10 +11,12 @@ keeps the fastest of its `steps` timed steps, since interference only ever adds 
     tokens_per_s       = tokens_per_s_ratio x the baseline's tokens/s (median of its rounds)
 
 Drift and a busy neighbour hit every architecture of a round alike, so the ratios (and the
-ranking) hold. Results are cached in results/<name>/costs.json by architecture hash and machine
-(host, CPU or GPU model, threads), so a resumed or extended study re-times nothing; each run's
-child in MLflow gets both values. It runs where trials run: in the launcher for backend local,
-as a Ray task with one trial's resources for backend ray (on the trial's kind of device).
+ranking) hold. On CPU the rounds run on one thread (see `time_architectures`) and the baseline's
+absolute speed is timed at the trial's thread count. Results are cached in
+results/<name>/costs.json by architecture hash and machine (host, CPU or GPU model, threads), so
+a resumed or extended study re-times nothing; each run's child in MLflow gets both values. It
+runs where trials run: in the launcher for backend local, as a Ray task with one trial's
+resources for backend ray (on the trial's kind of device).
 """
 
 from __future__ import annotations
@@ -65,27 +67,44 @@ def machine_key(num_threads: int | None = None) -> str:
     return f"{socket.gethostname()}|{device}|{os.cpu_count()} cpus|{threads} threads"
 
 
-def time_architectures(archs: dict[str, dict], rounds: int, steps: int) -> dict:
+def time_architectures(archs: dict[str, dict], rounds: int, steps: int, base_key: str | None = None) -> dict:
     """Seconds per training step of each architecture, per round, interleaved; runs anywhere
-    (a Ray task included): plain data in, plain data out."""
+    (a Ray task included): plain data in, plain data out.
+
+    On CPU the rounds run on one thread: a step on two threads waits at every parallel region
+    for the slower thread, so another job on one core of a small machine moves every ratio
+    (measured on 2 cores, a tiny-preset step: 0.18-0.21 s quiet and 0.52-0.77 s next to one busy
+    loop on two threads; 0.30-0.35 s and 0.27-0.33 s on one thread).
+    The baseline (`base_key`) is also timed at the trial's thread count in every round, for the
+    absolute tokens/s (`trial_threads_seconds`). On a GPU every timing runs at the trial's setting.
+    """
     import torch
 
     from trainers.module import resolve_precision
 
     names = list(archs)
-    any_arch = archs[names[0]]
-    previous_threads = torch.get_num_threads()
-    if any_arch["num_threads"]:
-        torch.set_num_threads(any_arch["num_threads"])
+    trial_threads = archs[names[0]]["num_threads"] or torch.get_num_threads()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    ratio_threads = 1 if device.type == "cpu" else trial_threads
+    previous_threads = torch.get_num_threads()
     seconds: dict[str, list[float]] = {n: [] for n in names}
+    trial_seconds: list[float] = []
     try:
         for r in range(rounds):
+            torch.set_num_threads(ratio_threads)
             for name in names[r % len(names) :] + names[: r % len(names)]:  # rotated: none always first
                 seconds[name].append(_time_one(archs[name], steps, device, torch, resolve_precision))
+            if base_key is not None:
+                torch.set_num_threads(trial_threads)
+                trial_seconds.append(_time_one(archs[base_key], steps, device, torch, resolve_precision))
     finally:
         torch.set_num_threads(previous_threads)
-    return {"seconds_per_step": seconds, "machine": machine_key(any_arch["num_threads"])}
+    return {
+        "seconds_per_step": seconds,
+        "trial_threads_seconds": trial_seconds or seconds[names[0]],
+        "ratio_threads": ratio_threads,
+        "machine": machine_key(trial_threads),
+    }
 
 
 def _time_one(arch: dict, steps: int, device, torch, resolve_precision) -> float:
@@ -160,13 +179,14 @@ class Probe:
     def _measure(self, base_key: str, baseline: dict, missing: dict[str, dict]) -> None:
         start = time.time()
         archs = {base_key: baseline, **missing}
-        result = self.run_task(time_architectures, archs, self.rounds, self.steps)
+        result = self.run_task(time_architectures, archs, self.rounds, self.steps, base_key)
         self.seconds += time.time() - start
         table = self.entries.setdefault(result["machine"], {})
         base_s = result["seconds_per_step"][base_key]
         tokens = baseline["batch_size"] * baseline["seq_len"]
         if base_key not in table:
-            table[base_key] = _entry(baseline, base_s, base_s, tokens / statistics.median(base_s))
+            base_tps = tokens / statistics.median(result["trial_threads_seconds"])
+            table[base_key] = _entry(baseline, base_s, base_s, base_tps)
         base_tps = table[base_key]["baseline_tokens_per_s"]
         for key, arch in missing.items():
             if key != base_key:

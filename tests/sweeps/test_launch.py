@@ -353,3 +353,40 @@ def test_three_kill_9_at_random_moments_end_exactly_at_the_total_and_leave_no_ra
     while alive() and time.time() < done + 60:
         time.sleep(1)
     assert not alive(), [p.cmdline()[:2] for p in alive()]
+
+
+def test_a_study_resumes_while_mlflow_ui_holds_its_database_open(tmp_path):
+    import socket
+    import urllib.request
+
+    first = load_study(write_study(tmp_path, name="first", repeats=1))
+    assert launch(first, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0  # creates the database
+    study = load_study(write_study(tmp_path, repeats=1))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    mlflow_bin = str(Path(sys.executable).with_name("mlflow"))
+    ui = subprocess.Popen(
+        [mlflow_bin, "ui", "--backend-store-uri", study.mlflow_uri(), "--host", "127.0.0.1",
+         "--port", str(port), "--workers", "1"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search?max_results=10"
+        deadline = time.time() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    assert first.name in response.read().decode()
+                break
+            except OSError:
+                assert ui.poll() is None and time.time() < deadline, "mlflow ui did not come up"
+                time.sleep(1)
+        assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0  # writes while the UI reads
+        with urllib.request.urlopen(url, timeout=5) as response:  # and the UI still reads it
+            assert study.name in response.read().decode()
+        assert [r.info.status for r in mlflow_runs(study, "trial")] == ["FINISHED"] * 2
+    finally:
+        os.killpg(ui.pid, signal.SIGTERM)
+        ui.wait(30)
