@@ -11,6 +11,7 @@ line per point, logs the files to the launch's parent MLflow run and tags every 
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping
 
@@ -55,11 +56,38 @@ def analyse(study, plan=None, tracker=None, stream=None) -> dict[str, float]:
     for path in paths:
         print(f"  {path}", file=stream)
     if tracker is not None:
+        paths += _loss_at_equal_cost(tracker, result, study.results_dir() / "pareto", stream)
         for path in paths:
             tracker.log_file(tracker.parent_id, path, "pareto")
         _tag_children(tracker, trials, result)
     return {"hypervolume": result["hypervolume"], "front_size": float(len(result["front"])),
             "points": float(len(result["points"]))}  # fmt: skip
+
+
+def _loss_at_equal_cost(tracker, result: Mapping, folder, stream) -> list:
+    """val_loss against tokens and probe time (figure), val_loss_at_equal_time in the table."""
+    from sweeps.pareto import equal_cost
+    from sweeps.pareto.outputs import point_name
+
+    rows = result["points"]
+    point_curves = equal_cost.curves(tracker.client, rows)
+    if not point_curves:
+        return []
+    horizon = equal_cost.add_equal_time(rows, point_curves)
+    (folder / "equal_time.json").unlink(missing_ok=True)  # of an earlier analysis
+    if horizon is not None and any("val_loss_at_equal_time" in r for r in rows):
+        shown = ", ".join(
+            f"{point_name(r)} {r['val_loss_at_equal_time']:.4f}"
+            for r in rows
+            if "val_loss_at_equal_time" in r
+        )
+        print(f"val_loss at equal time ({horizon:.1f} s at the probe's speed): {shown}", file=stream)
+        (folder / "equal_time.json").write_text(
+            json.dumps({"horizon_s": horizon, "val_loss_at_equal_time": {
+                r["point"]: r.get("val_loss_at_equal_time") for r in rows}}, indent=2)
+        )  # fmt: skip
+    figure = equal_cost.plot(rows, point_curves, horizon, point_name, folder / "loss_vs_cost.png")
+    return [figure] + ([folder / "equal_time.json"] if (folder / "equal_time.json").is_file() else [])
 
 
 def _tag_children(tracker, trials, result: Mapping) -> None:

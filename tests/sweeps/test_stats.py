@@ -99,3 +99,20 @@ def test_timing_rounds_use_medians_so_one_disturbed_round_flips_nothing():
     assert diff["mean"] == -95.0 and (diff["lo"], diff["hi"]) == (-105.0, 2000.0)
     four = {**slow, "round2": 920.0}
     assert verdict(paired(four, base, robust=True), "maximize") == "worse"  # every round slower
+
+
+def test_loss_at_equal_time_interpolates_every_curve_at_the_fastest_budget():
+    from sweeps.pareto.equal_cost import add_equal_time
+
+    budget = 4000.0
+    curve = lambda final: [(budget * s / 4, final + (4 - s) * 0.5) for s in (1, 2, 3, 4)]  # noqa: E731
+    rows = [{"point": "fast", "tokens_per_s": 1000.0}, {"point": "slow", "tokens_per_s": 800.0}]
+    horizon = add_equal_time(rows, {"fast": curve(3.0), "slow": curve(2.8)})
+    assert horizon == 4.0  # the fast design's whole budget
+    assert rows[0]["val_loss_at_equal_time"] == 3.0
+    # slow has seen 3200 tokens by then: a fifth of the way from 3000 (loss 3.3) to 4000 (2.8)
+    assert rows[1]["val_loss_at_equal_time"] == pytest.approx(3.3 - 0.5 * 0.2)
+    # a point validated only at its end, after the horizon: nothing measured there, no value
+    late = [{"point": "fast", "tokens_per_s": 1000.0}, {"point": "once", "tokens_per_s": 800.0}]
+    add_equal_time(late, {"fast": curve(3.0), "once": [(budget, 2.8)]})
+    assert "val_loss_at_equal_time" not in late[1]
