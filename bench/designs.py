@@ -28,10 +28,7 @@ import time
 
 import torch
 
-from arch import build_model
-from trainers.config import TrainConfig
-from trainers.costs import MIB, StepMemoryMeter, flops_per_token, time_train_steps, train_step_fn
-from trainers.optim import build_optimizer
+from trainers.costs import MIB, StepMemoryMeter, flops_per_token, synthetic_step, time_train_steps
 
 # One representative configuration per design family; `--designs` picks a subset.
 DESIGNS = {
@@ -84,16 +81,12 @@ def matmul_peak_flops(device: torch.device, dtype: torch.dtype) -> float:
 def run_design(name, residual, args, device, autocast_dtype) -> dict[str, float]:
     """One round of one design: build, warm up, time training and forward, measure memory."""
     gc.collect()
-    torch.manual_seed(0)
-    model = build_model({"preset": args.preset, "max_seq_len": max(args.seq_len, 256), "residual": residual})
-    model = model.to(device)
-    opt = build_optimizer(model, TrainConfig())
-    forward = torch.compile(model) if args.compile else model
-    g = torch.Generator().manual_seed(0)
-    x = torch.randint(0, model.cfg.vocab_size, (args.batch, args.seq_len + 1), generator=g).to(device)
-    inputs, targets = x[:, :-1], x[:, 1:]
     meter = StepMemoryMeter(device)
-    step = train_step_fn(model, opt, inputs, targets, autocast_dtype, forward, mark=meter.backward_starts)
+    model_cfg = {"preset": args.preset, "max_seq_len": max(args.seq_len, 256), "residual": residual}
+    built = synthetic_step(model_cfg, args.batch, args.seq_len, device, autocast_dtype, args.compile,
+                           mark=meter.backward_starts)  # fmt: skip
+    model, opt, x, forward, step = built.model, built.optimizer, built.tokens, built.forward, built.step
+    inputs = x[:, :-1]
 
     step()  # optimizer state, allocator warm-up, compile
     meter.start(model, opt, [x])

@@ -30,8 +30,6 @@ import statistics
 import time
 from collections.abc import Callable, Iterable
 
-PROBE_METRICS = ("tokens_per_s", "tokens_per_s_ratio")
-
 
 def architecture(cfg) -> dict:
     """What the cost of a training step depends on (a `TrialConfig` without seed, data, budget)."""
@@ -67,7 +65,7 @@ def machine_key(num_threads: int | None = None) -> str:
     return f"{socket.gethostname()}|{device}|{os.cpu_count()} cpus|{threads} threads"
 
 
-def time_architectures(archs: dict[str, dict], rounds: int, steps: int, base_key: str | None = None) -> dict:
+def time_architectures(archs: dict[str, dict], rounds: int, steps: int, base_key: str) -> dict:
     """Seconds per training step of each architecture, per round, interleaved; runs anywhere
     (a Ray task included): plain data in, plain data out.
 
@@ -80,8 +78,6 @@ def time_architectures(archs: dict[str, dict], rounds: int, steps: int, base_key
     """
     import torch
 
-    from trainers.module import resolve_precision
-
     names = list(archs)
     trial_threads = archs[names[0]]["num_threads"] or torch.get_num_threads()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -93,35 +89,29 @@ def time_architectures(archs: dict[str, dict], rounds: int, steps: int, base_key
         for r in range(rounds):
             torch.set_num_threads(ratio_threads)
             for name in names[r % len(names) :] + names[: r % len(names)]:  # rotated: none always first
-                seconds[name].append(_time_one(archs[name], steps, device, torch, resolve_precision))
-            if base_key is not None:
-                torch.set_num_threads(trial_threads)
-                trial_seconds.append(_time_one(archs[base_key], steps, device, torch, resolve_precision))
+                seconds[name].append(_time_one(archs[name], steps, device))
+            torch.set_num_threads(trial_threads)
+            trial_seconds.append(_time_one(archs[base_key], steps, device))
     finally:
         torch.set_num_threads(previous_threads)
     return {
         "seconds_per_step": seconds,
-        "trial_threads_seconds": trial_seconds or seconds[names[0]],
-        "ratio_threads": ratio_threads,
+        "trial_threads_seconds": trial_seconds,
         "machine": machine_key(trial_threads),
     }
 
 
-def _time_one(arch: dict, steps: int, device, torch, resolve_precision) -> float:
-    from arch import build_model
-    from trainers.config import TrainConfig
-    from trainers.costs import time_train_steps, train_step_fn
-    from trainers.optim import build_optimizer
+def _time_one(arch: dict, steps: int, device) -> float:
+    import torch
 
-    torch.manual_seed(0)
-    model = build_model(arch["model"]).to(device)
-    opt = build_optimizer(model, TrainConfig())
-    forward = torch.compile(model) if arch["compile"] else model
+    from trainers.costs import synthetic_step, time_train_steps
+    from trainers.module import resolve_precision
+
     bf16 = resolve_precision(arch["precision"]) == "bf16-mixed" and device.type == "cuda"
-    g = torch.Generator().manual_seed(0)
-    x = torch.randint(0, model.cfg.vocab_size, (arch["batch_size"], arch["seq_len"] + 1), generator=g)
-    x = x.to(device)
-    step = train_step_fn(model, opt, x[:, :-1], x[:, 1:], torch.bfloat16 if bf16 else None, forward)
+    step = synthetic_step(
+        arch["model"], arch["batch_size"], arch["seq_len"], device, torch.bfloat16 if bf16 else None,
+        arch["compile"],
+    ).step  # fmt: skip
     step()  # optimizer state, allocator warm-up, compile
     # The fastest of the steps: interference from other work only ever adds time.
     return min(time_train_steps(step, device, 1)[0] for _ in range(steps))

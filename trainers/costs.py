@@ -151,6 +151,7 @@ class StepMemoryMeter:
     def __init__(self, device):
         self.device = torch.device(device)
         self._profiler = None
+        self._gc_was_enabled = False
         self.at_backward: int | None = None
 
     @property
@@ -165,7 +166,7 @@ class StepMemoryMeter:
         self.static = tensor_bytes(
             [*params, *grads, *model.buffers(), *optimizer_state_tensors(optimizer), *batch_tensors]
         )
-        self.at_backward: int | None = None
+        self.at_backward = None
         # Garbage of earlier work (a previous trial in this process) collected in the middle of
         # the step would free memory the step never allocated: collect it now, and not during.
         gc.collect()
@@ -225,7 +226,7 @@ class StepMemoryMeter:
         self._restore_gc()
 
     def _restore_gc(self) -> None:
-        if getattr(self, "_gc_was_enabled", False):
+        if self._gc_was_enabled:
             gc.enable()
             self._gc_was_enabled = False
 
@@ -263,6 +264,36 @@ def _running_peak(prof) -> tuple[int, int]:
         running += e.nbytes()
         peak = max(peak, running)
     return peak, (at_mark if at_mark is not None else 0)
+
+
+@dataclasses.dataclass
+class SyntheticStep:
+    """A model, its optimizer (the trainer's parameter groups), one fixed random batch and the
+    training step on it: what bench/ and the sweep's cost probe time."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    tokens: torch.Tensor  # [B, T + 1]
+    forward: torch.nn.Module
+    step: object  # () -> None
+
+
+def synthetic_step(
+    model_cfg, batch: int, seq_len: int, device, autocast_dtype=None, compile: bool = False, mark=None
+) -> SyntheticStep:
+    """Builds `model_cfg` (a ModelConfig or its mapping) on `device` with seed 0 and a seed-0 batch."""
+    from arch import build_model
+    from trainers.config import TrainConfig
+    from trainers.optim import build_optimizer
+
+    torch.manual_seed(0)
+    model = build_model(model_cfg).to(device)
+    opt = build_optimizer(model, TrainConfig())
+    forward = torch.compile(model) if compile else model
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, model.cfg.vocab_size, (batch, seq_len + 1), generator=g).to(device)
+    step = train_step_fn(model, opt, x[:, :-1], x[:, 1:], autocast_dtype, forward, mark)
+    return SyntheticStep(model, opt, x, forward, step)
 
 
 def train_step_fn(model, optimizer, inputs, targets, autocast_dtype=None, forward=None, mark=None):
