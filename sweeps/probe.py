@@ -29,6 +29,7 @@ import socket
 import statistics
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 
 def architecture(cfg) -> dict:
@@ -124,24 +125,16 @@ class Probe:
     architectures of `configs` not cached yet; `metrics(config)` gives the probe's values."""
 
     def __init__(self, study, run_task: Callable | None = None, stream=None):
-        self.path = study.results_dir() / "costs.json"
+        self.path = costs_path(study)
         self.rounds, self.steps = study.probe.rounds, study.probe.steps
         self.run_task = run_task or (lambda fn, *args: fn(*args))
         self.stream = stream
         self.machine = None
-        self.entries = self._load()
+        self.entries = load_costs(self.path)
         self.seconds = 0.0
 
     def __getstate__(self):  # Ray Tune pickles its search algorithm (and so the driver and this)
         return {**self.__dict__, "stream": None, "run_task": None}
-
-    def _load(self) -> dict:
-        if self.path.is_file():
-            try:
-                return json.loads(self.path.read_text())
-            except json.JSONDecodeError:  # a crash mid-write: measure again
-                return {}
-        return {}
 
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -210,15 +203,21 @@ def _entry(arch: dict, seconds: list[float], base_seconds: list[float], base_tok
     }
 
 
-def round_samples(study, cfg) -> dict[str, float]:
-    """tokens_per_s of each probe round of `cfg`'s architecture ({} when never probed here)."""
-    path = study.results_dir() / "costs.json"
-    if not path.is_file():
-        return {}
+def costs_path(study) -> Path:
+    return study.results_dir() / "costs.json"
+
+
+def load_costs(path: Path) -> dict:
+    """The probe's cache: machine -> architecture key -> entry ({} when absent or unreadable)."""
     try:
-        entries = json.loads(path.read_text())
-    except json.JSONDecodeError:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):  # not probed yet, or cut mid-write: measure again
         return {}
+
+
+def round_samples(entries: dict, cfg) -> dict[str, float]:
+    """tokens_per_s of each probe round of `cfg`'s architecture in the cache `entries` ({} when
+    never probed)."""
     key = arch_key(architecture(cfg))
     found = [table[key] for table in entries.values() if key in table]
     if not found:

@@ -65,7 +65,8 @@ def analyse(study, plan=None, tracker=None, stream=None) -> dict[str, float]:
 
 
 def _loss_at_equal_cost(tracker, result: Mapping, folder, stream) -> list:
-    """val_loss against tokens and probe time (figure), val_loss_at_equal_time in the table."""
+    """val_loss against tokens and probe time (figure); val_loss_at_equal_time printed and in
+    equal_time.json."""
     from sweeps.pareto import equal_cost
     from sweeps.pareto.outputs import point_name
 
@@ -122,16 +123,17 @@ def reference_point(study, trials) -> str | None:
 
 def probe_samples(study, trials) -> dict[str, dict]:
     """tokens_per_s per cost-probe round for each point (the probe's own spread), when it was probed."""
-    from sweeps.probe import round_samples
+    from sweeps.probe import costs_path, load_costs, round_samples
 
     if "tokens_per_s" not in [o.metric for o in study.objectives]:
         return {}
+    entries = load_costs(costs_path(study))
     out = {}
     for t in trials:
         pid = t.user_attrs.get("point")
         if pid in out:
             continue
-        rounds = round_samples(study, study.trial_config(dict(t.params)))
+        rounds = round_samples(entries, study.trial_config(dict(t.params)))
         if rounds:
             out[pid] = {"tokens_per_s": rounds}
     return out
