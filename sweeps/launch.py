@@ -198,9 +198,21 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe) -> int:
         summary["probe_s"] = getattr(probe, "seconds", 0.0)
         tracker.finish_parent(status, {"wall_s": wall, **summary})
     progress.say(progress.summary())
+    say_links(tracker, stream)
     if status != "FINISHED":
         return EXIT_INTERRUPTED
     return EXIT_NOTHING_COMPLETED if not summary.get("points") else 0
+
+
+def say_links(tracker, stream) -> None:
+    from sweeps.tracking import ui_hint, ui_links
+
+    links = ui_links(tracker.uri, tracker.experiment_id, tracker.parent_id)
+    hint = ui_hint(tracker.uri)
+    print(f"MLflow runs:       {links['runs']}", file=stream)
+    print(f"MLflow parent run: {links['run']}", file=stream)
+    if hint:
+        print(f"  (start the UI first: {hint})", file=stream)
 
 
 def main(argv=None) -> int:

@@ -6,6 +6,8 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
+from sweeps.space import point_name
+
 
 def fmt_s(seconds: float) -> str:
     seconds = int(round(seconds))
@@ -18,12 +20,6 @@ def fmt_s(seconds: float) -> str:
 
 def fmt_value(value: float) -> str:
     return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
-
-
-def point_label(point: Mapping) -> str:
-    return (
-        ", ".join(f"{k.rsplit('.', 1)[-1] if len(point) > 1 else k}={v}" for k, v in point.items()) or "base"
-    )
 
 
 class Progress:
@@ -54,7 +50,7 @@ class Progress:
 
     def started(self, number: int, point: Mapping, seed: int) -> None:
         self.running.add(number)
-        self.say(f"trial {number} started: {point_label(point)}, seed {seed}")
+        self.say(f"trial {number} started: {point_name(point)}, seed {seed}")
 
     def finished(
         self,
@@ -75,7 +71,7 @@ class Progress:
             metric, direction = self.objectives[0]
             value = metrics[metric] * (1 if direction == "minimize" else -1)
             if self.best is None or value < self.best[0]:
-                self.best = (value, number, point_label(point))
+                self.best = (value, number, point_name(point))
         detail = shown if status in ("ok", "pruned") else error.splitlines()[0][:120] if error else ""
         inner = f" (training {fmt_s(train_s)})" if train_s is not None else ""
         self.say(f"trial {number} {status} in {fmt_s(wall_s)}{inner}: {detail}")

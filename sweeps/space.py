@@ -187,6 +187,14 @@ def point_id(point: Mapping) -> str:
     return "p" + hashlib.sha1(text.encode()).hexdigest()[:8]
 
 
+def point_name(point: Mapping) -> str:
+    """A point's short name, the same in the terminal, MLflow run names and the fronts: its value
+    when one parameter defines it (`gated_token_head`), else `key=value` pairs by last path key."""
+    if len(point) == 1:
+        return str(next(iter(point.values())))
+    return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in point.items()) or "base"
+
+
 def get_path(tree: Mapping, path: str):
     node: Any = tree
     for key in path.split("."):

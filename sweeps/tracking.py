@@ -31,6 +31,9 @@ from typing import Any
 
 import yaml
 
+from sweeps.space import point_name
+from trainers.records import EXPERIMENT_TAGS
+
 PACKAGES = ("torch", "lightning", "ray", "optuna", "mlflow", "numpy", "satsweep")
 
 
@@ -83,19 +86,58 @@ def machine() -> dict[str, str]:
     return info
 
 
+def artifact_location(uri: str, name: str) -> str | None:
+    """Artifacts of a SQLite store live next to its file (MLflow's default, ./mlruns of whatever
+    folder the launcher ran in, scatters them); a server decides for itself (None)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri[len("sqlite:///") :]).absolute().parent / "mlruns" / name).as_uri()
+
+
 def experiment_id(mlflow_client, name: str) -> str:
     """The id of experiment `name`, created if needed; safe when launchers start at once."""
     from mlflow.exceptions import MlflowException
 
     found = mlflow_client.get_experiment_by_name(name)
-    if found:
-        return found.experiment_id
-    try:
-        return mlflow_client.create_experiment(name)
-    except MlflowException as err:  # another launcher created it between the lookup and here
-        if err.error_code != "RESOURCE_ALREADY_EXISTS":
-            raise
-        return mlflow_client.get_experiment_by_name(name).experiment_id
+    if found is None:
+        where = artifact_location(mlflow_client.tracking_uri, name)
+        try:
+            created = mlflow_client.create_experiment(name, artifact_location=where, tags=EXPERIMENT_TAGS)
+            found = mlflow_client.get_experiment(created)
+        except MlflowException as err:  # another launcher created it between the lookup and here
+            if err.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            found = mlflow_client.get_experiment_by_name(name)
+    for key, value in EXPERIMENT_TAGS.items():  # also on experiments made before the tag existed
+        if found.tags.get(key) != value:
+            mlflow_client.set_experiment_tag(found.experiment_id, key, value)
+    return found.experiment_id
+
+
+UI_DEFAULT = "http://127.0.0.1:5000"  # where `make mlflow-ui` serves a local SQLite store
+
+
+def ui_base(uri: str) -> str:
+    """The MLflow UI's address for a tracking URI: the server itself, else `make mlflow-ui`'s."""
+    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else UI_DEFAULT
+
+
+def ui_hint(uri: str) -> str | None:
+    """How to start a UI on a tracking URI that is not a server (None for a server)."""
+    if uri.startswith(("http://", "https://")):
+        return None
+    local = f"sqlite:///{Path('mlflow.db').absolute()}"
+    return "make mlflow-ui" + ("" if uri == local else f" MLFLOW_URI={uri}")
+
+
+def ui_links(uri: str, experiment: str, run_id: str | None = None) -> dict[str, str]:
+    """Direct links to the experiment's runs table and to a run, in the model-training view."""
+    base = f"{ui_base(uri)}/#/experiments/{experiment}"
+    query = "?workflowType=machine_learning"
+    links = {"runs": f"{base}/runs{query}"}
+    if run_id:
+        links["run"] = f"{base}/runs/{run_id}{query}"
+    return links
 
 
 class Tracker:
@@ -153,9 +195,10 @@ class Tracker:
     def start_child(
         self, number: int, point: Mapping, seed: int, pid: str, resolved: Mapping, design: Mapping[str, str]
     ) -> str:
-        """A child run under the parent: `design` are the design's descriptors (tags)."""
+        """A child run under the parent, named `<point name>/s<seed>`: `design` are the design's
+        descriptors (tags and params)."""
         tags = {
-            "mlflow.runName": f"trial-{number:03d}",
+            "mlflow.runName": f"{point_name(point)}/s{seed}",
             "mlflow.parentRunId": self.parent_id,
             "sweep.study": self.study,
             "sweep.launch": self.launch,
@@ -168,7 +211,8 @@ class Tracker:
         }
         run = self.client.create_run(self.experiment_id, tags=tags, run_name=tags["mlflow.runName"])
         run_id = run.info.run_id
-        for key, value in {**point, "seed": seed}.items():
+        params = {**point, "seed": seed, **design}  # descriptors as params too: MLflow's charts read params
+        for key, value in params.items():
             self.client.log_param(run_id, key, json.dumps(value) if not isinstance(value, str) else value)
         self.log_text(run_id, yaml.safe_dump(dict(resolved), sort_keys=False), "config.yaml")
         return run_id

@@ -42,6 +42,8 @@ OBJECTIVE_METRICS = (
 )
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"  # MLflow 3 refuses plain ./mlruns file stores
+# MLflow 3.x opens an experiment without this tag in its GenAI (traces) view, where no run shows.
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 CHECKPOINT_FOLDER = "checkpoint"  # a trial's final weights: artifact checkpoint/final.ckpt
 CHECKPOINT_NAME = "final.ckpt"
 CHECKPOINT_ARTIFACT = f"{CHECKPOINT_FOLDER}/{CHECKPOINT_NAME}"

@@ -18,7 +18,7 @@ import yaml
 
 from arch.configtree import ConfigError, load_yaml, parse_override, set_path
 from trainers.config import TrialConfig
-from trainers.records import DEFAULT_TRACKING_URI
+from trainers.records import DEFAULT_TRACKING_URI, EXPERIMENT_TAGS
 
 
 def flatten(tree, prefix: str = "") -> dict[str, str]:
@@ -69,6 +69,8 @@ def _mlflow_logger(args, cfg: TrialConfig):
         tracking_uri=args.tracking_uri,
         run_name=args.run_name or Path(args.config).stem,
     )
+    for key, value in EXPERIMENT_TAGS.items():  # the UI's model-training view, not GenAI traces
+        logger.experiment.set_experiment_tag(logger.experiment_id, key, value)
     logger.log_hyperparams(flatten(cfg.to_dict()))
     with tempfile.TemporaryDirectory() as tmp:
         resolved = Path(tmp) / "trial.yaml"

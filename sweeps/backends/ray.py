@@ -20,6 +20,7 @@ early and never enters a front.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import time
@@ -30,7 +31,7 @@ from arch.configtree import ConfigError, Issue
 from sweeps.storage import Heartbeats
 from sweeps.trial import Outcome, TrialTask, execute
 
-FINAL_KEYS = ("sweep_status", "sweep_error", "sweep_wall_s")
+FINAL_KEYS = ("sweep_status", "sweep_error", "sweep_wall_s", "sweep_metrics")
 WAIT_POLL_S = 5.0  # how often a launcher with nothing to claim looks at the shared study again
 
 
@@ -131,7 +132,7 @@ def trainable(config: dict, fit=None) -> None:
     outcome = execute(task, report=tune.report, fit=fit)
     tune.report(
         {**outcome.metrics, "sweep_status": outcome.status, "sweep_error": outcome.error[:4000],
-         "sweep_wall_s": outcome.wall_s}
+         "sweep_wall_s": outcome.wall_s, "sweep_metrics": json.dumps(sorted(outcome.metrics))}
     )  # fmt: skip
 
 
@@ -223,14 +224,18 @@ def _searcher_class():
 
 
 def outcome_of(result: dict | None, error: bool) -> Outcome:
+    """The trial's outcome from its last Tune result: exactly the metrics the trial named in its
+    final report (Ray adds its own keys and the flattened `config/...` to every result); a trial
+    stopped early (ASHA) reported only its training metrics."""
     result = dict(result or {})
-    metrics = {
-        k: float(v)
-        for k, v in result.items()
-        if k not in FINAL_KEYS
-        and _number(v)
-        and not k.startswith(("time_", "timestamp", "training_iteration", "pid", "done", "iterations"))
-    }
+    if "sweep_metrics" in result:
+        names = json.loads(result["sweep_metrics"])
+    else:
+        from ray.tune.result import AUTO_RESULT_KEYS
+
+        ray_keys = {*AUTO_RESULT_KEYS, *FINAL_KEYS, "done", "trial_id", "experiment_tag", "should_checkpoint"}
+        names = [k for k in result if k not in ray_keys and not k.startswith("config/")]
+    metrics = {k: float(result[k]) for k in names if _number(result.get(k))}
     if "sweep_status" in result:
         return Outcome(
             str(result["sweep_status"]),

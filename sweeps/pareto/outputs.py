@@ -8,6 +8,8 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
+from sweeps import space
+
 RELATIVE = ("tokens_per_s", "tokens_per_s_ratio", "peak_mem_mb", "mem_activations_mb", "params_total")
 
 
@@ -16,11 +18,8 @@ def _label(params: Mapping) -> str:
 
 
 def point_name(row: Mapping) -> str:
-    """A point's short name: its value when one parameter defines it, else key=value pairs."""
-    params = row["params"]
-    if len(params) == 1:
-        return str(next(iter(params.values())))
-    return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in params.items()) or "base"
+    """A row's short name (`sweeps.space.point_name` of its params)."""
+    return space.point_name(row["params"])
 
 
 def _half(row: Mapping, metric: str) -> float:
@@ -166,35 +165,65 @@ def _marker(result: Mapping, row: Mapping, metric: str) -> tuple[str, str]:
     return VERDICT_STYLE.get(row["verdict"].get(metric, "undecided"), ("o", "C7"))
 
 
+PLOTLY_SYMBOL = {"^": "triangle-up", "v": "triangle-down", "o": "circle", "*": "star"}
+
+
 def _html(result: Mapping, folder: Path) -> Path:
+    """The PNG fronts as one interactive page: a panel per objective pair, points labelled with
+    their names, 95% error bars, the front line; hover shows params, rank, p_front, verdicts."""
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     objectives = result["objectives"]
-    metrics = [o["metric"] for o in objectives]
+    x = objectives[0]["metric"]
+    others = [o["metric"] for o in objectives[1:]]
     rows = result["points"]
-    text = [
-        f"{point_name(r)}<br>{_label(r['params'])}<br>rank {r['rank']}, p_front {r['p_front']:.2f},"
-        f" {r['seeds']} seed(s)<br>" + ", ".join(f"{m}: {v}" for m, v in r["verdict"].items())
+    fig = make_subplots(
+        rows=len(others), cols=1, subplot_titles=[f"{x} vs {y}" for y in others]
+    )  # stacked: fits the artifact viewer
+    hover = [
+        f"<b>{point_name(r)}</b><br>{_label(r['params'])}<br>rank {r['rank']}, p_front {r['p_front']:.2f},"
+        f" {r['seeds']} seed(s)<br>" + "<br>".join(f"{m}: {_value(r, m)} ({r['verdict'].get(m, 'reference')})"
+                                                    for m in [x, *others])
         for r in rows
-    ]
-    color = [r["rank"] for r in rows]
-    marker = {
-        "color": color,
-        "colorscale": "Viridis_r",
-        "showscale": True,
-        "colorbar": {"title": "rank"},
-        "size": 9,
-    }
-    if len(metrics) >= 3:
-        trace = go.Scatter3d(x=[r[metrics[0]] for r in rows], y=[r[metrics[1]] for r in rows],
-                             z=[r[metrics[2]] for r in rows], mode="markers", text=text, marker=marker,
-                             hoverinfo="text")  # fmt: skip
-        layout = {"scene": {"xaxis_title": metrics[0], "yaxis_title": metrics[1], "zaxis_title": metrics[2]}}
-    else:
-        trace = go.Scatter(x=[r[metrics[0]] for r in rows], y=[r[metrics[1]] for r in rows], mode="markers",
-                           text=text, marker=marker, hoverinfo="text")  # fmt: skip
-        layout = {"xaxis_title": metrics[0], "yaxis_title": metrics[1]}
-    fig = go.Figure(trace, layout={"title": "Pareto ranks (mean over seeds)", **layout})
+    ]  # fmt: skip
+    for panel, y in enumerate(others, start=1):
+        front = set(result["pairs"][f"{x}_vs_{y}"])
+        styles = [_marker(result, r, x) for r in rows]
+        fig.add_trace(
+            go.Scatter(
+                x=[r[x] for r in rows], y=[r[y] for r in rows], mode="markers+text",
+                text=[point_name(r)[:32] for r in rows], textposition="top right", hovertext=hover,
+                hoverinfo="text", showlegend=False, name=f"{x} vs {y}",
+                error_x={"array": [_finite(_half(r, x)) for r in rows]},
+                error_y={"array": [_finite(_half(r, y)) for r in rows]},
+                marker={"size": 11, "symbol": [PLOTLY_SYMBOL[m] for m, _ in styles],
+                        "color": [MPL_COLORS[c] for _, c in styles],
+                        "line": {"width": [2 if r["point"] in front else 0 for r in rows], "color": "black"}},
+            ),
+            row=panel, col=1,
+        )  # fmt: skip
+        pts = sorted((r[x], r[y]) for r in rows if r["point"] in front)
+        fig.add_trace(
+            go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines", showlegend=panel == 1,
+                       name="front", line={"dash": "dash", "color": MPL_COLORS["C3"]}, hoverinfo="skip"),
+            row=panel, col=1,
+        )  # fmt: skip
+        fig.update_xaxes(title_text=f"{x} ({objectives[0]['direction']})", row=panel, col=1)
+        direction = next(o["direction"] for o in objectives if o["metric"] == y)
+        fig.update_yaxes(title_text=f"{y} ({direction})", row=panel, col=1)
+    fig.update_layout(
+        title=f"Pareto fronts: bars 95% CI; marker = {x} verdict vs reference<br>(star: reference;"
+        " up: better, down: worse; black outline: on the pair's front)",
+        title_font_size=12, height=80 + 440 * len(others),
+    )  # fmt: skip
     path = folder / "pareto.html"
-    fig.write_html(path, include_plotlyjs=True)  # self-contained: readable offline
+    fig.write_html(path, include_plotlyjs=True)  # self-contained: readable offline and in MLflow
     return path
+
+
+MPL_COLORS = {"C0": "#1f77b4", "C2": "#2ca02c", "C3": "#d62728", "C7": "#7f7f7f"}
+
+
+def _finite(value: float) -> float:
+    return 0.0 if math.isnan(value) else value

@@ -151,15 +151,20 @@ class MlflowServer:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start_mlflow(backend_uri: str, env: dict[str, str], timeout: float = 120) -> MlflowServer:
+def start_mlflow(
+    backend_uri: str, env: dict[str, str], timeout: float = 120, proxy_artifacts: bool = True
+) -> MlflowServer:
+    """`mlflow server` as on a cluster (artifacts uploaded through it into a folder of its own),
+    or with proxy_artifacts=False what `make mlflow-ui` starts (`mlflow ui`: the experiments'
+    own artifact folders)."""
     root = Path(tempfile.mkdtemp(prefix="satsweep-mlflow-"))
     port = free_port()
     log = root / "server.log"
     full_env = {**os.environ, **env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     mlflow = Path(sys.executable).with_name("mlflow")
+    command = ["server", "--artifacts-destination", str(root / "artifacts"), "--serve-artifacts"]
     proc = subprocess.Popen(
-        [str(mlflow), "server", "--backend-store-uri", backend_uri,
-         "--artifacts-destination", str(root / "artifacts"), "--serve-artifacts",
+        [str(mlflow), *(command if proxy_artifacts else ["ui"]), "--backend-store-uri", backend_uri,
          "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
         stdout=log.open("w"), stderr=subprocess.STDOUT, env=full_env, start_new_session=True,
     )  # fmt: skip

@@ -13,6 +13,7 @@ import pytest
 from optuna.trial import TrialState
 
 from sweeps.launch import launch
+from trainers.records import METRICS
 from sweeps.spec import load_study
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import artifacts, mlflow_runs, optuna_trials, write_study
@@ -43,6 +44,7 @@ def records(study):
             r.data.tags.get("pareto_rank"),
             tuple(sorted(r.data.params.items())),
             round(r.data.metrics.get("final/val_loss", -1), 6),
+            tuple(sorted(r.data.metrics)),  # the same metrics: none of Ray's own keys or the config
         )
         for r in children
     ]
@@ -70,7 +72,9 @@ def test_local_launch_records_every_run_and_survives_a_diverging_trial(tmp_path,
     children = mlflow_runs(study, "trial")
     assert len(children) == 6
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
-    assert sorted(c.data.tags["mlflow.runName"] for c in children) == [f"trial-{i:03d}" for i in range(6)]
+    assert sorted(c.data.tags["mlflow.runName"] for c in children) == [
+        f"{name}/s{seed}" for name in ("baseline", "residual=sat, lr=0.003", "residual=sat, lr=5.0") for seed in (0, 1)
+    ]  # fmt: skip
     failed = [c for c in children if c.info.status == "FAILED"]
     assert len(failed) == 2 and all(c.data.tags["sweep.status"] == "diverged" for c in failed)
     assert all("diverged" in c.data.tags["sweep.error"] for c in failed)
@@ -78,11 +82,17 @@ def test_local_launch_records_every_run_and_survives_a_diverging_trial(tmp_path,
     ok = [c for c in children if c.info.status == "FINISHED"]
     assert {c.data.tags["kind"] for c in ok} == {"none", "value_residual"}
     sat = next(c for c in ok if c.data.tags["kind"] == "value_residual")
+    design = {
+        k: sat.data.tags[k] for k in ("kind", "mode", "granularity", "activation", "tap_layer", "consumers")
+    }
     assert sat.data.params == {
         "model.residual": "sat",
         "train.lr": "0.003",
         "seed": sat.data.tags["sweep.seed"],
+        **design,  # the design's descriptors, as params for MLflow's charts
     }
+    assert set(sat.data.metrics) <= {*(f"final/{m}" for m in (*METRICS, "tokens_per_s", "tokens_per_s_ratio")),
+                                     *METRICS, "sweep/wall_s", "epoch"}  # fmt: skip
     assert sat.data.tags["pareto_rank"] == "0" and sat.data.tags["mode"] == "gated"
     assert "config.yaml" in artifacts(study, sat)
     from sweeps.tracking import client
