@@ -98,9 +98,10 @@ def test_runs_view_lists_the_parent_and_every_trial_by_design_name(page, ui, fin
     close_assistant(page)
     assert "Model training" in page.inner_text("body")  # not the GenAI traces view
     parent.locator("button[data-component-id*=runnamecellrenderer]").click()  # expand the children
-    names = page.locator("[col-id='attributes.`Run Name`'] a")
-    page.wait_for_function("n => document.querySelectorAll(\"[col-id='attributes.`Run Name`'] a\").length >= n",
-                           arg=1 + len(CHILDREN))  # fmt: skip
+    cells = "[col-id='attributes.`Run Name`'] a"
+    names = page.locator(cells)
+    expanded = "([sel, n]) => document.querySelectorAll(sel).length >= n"
+    page.wait_for_function(expanded, arg=[cells, 1 + len(CHILDREN)])
     shown = names.all_inner_texts()
     assert shown[0].startswith("ui_demo/") and sorted(shown[1:]) == CHILDREN
     page.screenshot(path=str(SHOTS / "runs_view.png"))

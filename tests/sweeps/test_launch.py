@@ -13,10 +13,10 @@ import pytest
 from optuna.trial import TrialState
 
 from sweeps.launch import launch
-from trainers.records import METRICS
 from sweeps.spec import load_study
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import artifacts, mlflow_runs, optuna_trials, write_study
+from trainers.records import METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,9 +72,10 @@ def test_local_launch_records_every_run_and_survives_a_diverging_trial(tmp_path,
     children = mlflow_runs(study, "trial")
     assert len(children) == 6
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+    names = ("baseline", "residual=sat, lr=0.003", "residual=sat, lr=5.0")
     assert sorted(c.data.tags["mlflow.runName"] for c in children) == [
-        f"{name}/s{seed}" for name in ("baseline", "residual=sat, lr=0.003", "residual=sat, lr=5.0") for seed in (0, 1)
-    ]  # fmt: skip
+        f"{name}/s{seed}" for name in names for seed in (0, 1)
+    ]
     failed = [c for c in children if c.info.status == "FAILED"]
     assert len(failed) == 2 and all(c.data.tags["sweep.status"] == "diverged" for c in failed)
     assert all("diverged" in c.data.tags["sweep.error"] for c in failed)
@@ -91,8 +92,8 @@ def test_local_launch_records_every_run_and_survives_a_diverging_trial(tmp_path,
         "seed": sat.data.tags["sweep.seed"],
         **design,  # the design's descriptors, as params for MLflow's charts
     }
-    assert set(sat.data.metrics) <= {*(f"final/{m}" for m in (*METRICS, "tokens_per_s", "tokens_per_s_ratio")),
-                                     *METRICS, "sweep/wall_s", "epoch"}  # fmt: skip
+    final = {f"final/{m}" for m in (*METRICS, "tokens_per_s", "tokens_per_s_ratio")}
+    assert set(sat.data.metrics) <= {*final, *METRICS, "sweep/wall_s", "epoch"}
     assert sat.data.tags["pareto_rank"] == "0" and sat.data.tags["mode"] == "gated"
     assert "config.yaml" in artifacts(study, sat)
     from sweeps.tracking import client
