@@ -41,7 +41,7 @@ def table_text(result: Mapping) -> str:
     for r in rows:
         vs = "reference" if r["point"] == ref else ", ".join(f"{v}" for v in r["verdict"].values()) or "-"
         values = [_value(r, m) for m in metrics]
-        lines.append([str(r["rank"]), f"{r['p_front']:.2f}", r["point"], str(r["seeds"]), *values, vs,
+        lines.append([str(r["rank"]), f"{r['p_front']:.2f}", point_name(r), str(r["seeds"]), *values, vs,
                       _label(r["params"])])  # fmt: skip
     widths = [max(len(line[i]) for line in lines) for i in range(len(head) - 1)]
     out = [
