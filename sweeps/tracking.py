@@ -4,6 +4,11 @@ The launcher (driver) owns every run's life: it creates the parent and the child
 params, tags and the resolved configs, and terminates them with their final status. A trial's
 worker only streams metric curves into its child run (Lightning's MLFlowLogger with `run_id`).
 
+Names: the parent `<study>/<launch id>`, a child `<point name>/s<seed>` (`gated_token_head/s2`).
+Params of a child: the point's key paths, `seed` and the design's descriptors (MLflow's charts
+read params, not tags). The experiment is tagged as model development (`EXPERIMENT_TAGS`);
+`ui_links` are the runs view and a run in the UI's model-training view.
+
 Tags (filter in the UI with e.g. `tags.kind = "value_residual" and tags.pareto_rank = "0"`):
   parent: sweep.study, sweep.launch, sweep.role=parent, git_commit, host, ...
   child:  sweep.study, sweep.launch, sweep.role=trial, sweep.trial, sweep.point, sweep.seed,

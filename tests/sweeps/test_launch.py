@@ -14,6 +14,7 @@ from optuna.trial import TrialState
 
 from sweeps.launch import launch
 from sweeps.spec import load_study
+from sweeps.tracking import client
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import artifacts, mlflow_runs, optuna_trials, write_study
 from trainers.records import METRICS
@@ -62,6 +63,13 @@ def test_local_launch_records_every_run_and_survives_a_diverging_trial(tmp_path,
 
     (parent,) = mlflow_runs(study, "parent")
     assert parent.info.status == "FINISHED" and parent.data.tags["git_commit"]
+    experiment = client(study.mlflow_uri()).get_experiment_by_name(study.experiment_name)
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # not the GenAI view
+    assert experiment.artifact_location == (tmp_path / "mlruns" / study.name).as_uri()  # beside the DB
+    runs_view = f"/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
+    assert f"MLflow runs:       http://127.0.0.1:5000{runs_view}" in out
+    assert f"/runs/{parent.info.run_id}?workflowType=machine_learning" in out
+    assert f"make mlflow-ui MLFLOW_URI=sqlite:///{tmp_path / 'mlflow.db'}" in out
     assert parent.data.params["n_runs"] == "6" and "version.torch" in parent.data.tags
     files = artifacts(study, parent)
     assert "study.yaml" in files and "pareto/pareto.csv" in files and "pareto/pareto.html" in files
@@ -96,8 +104,6 @@ def test_local_launch_records_every_run_and_survives_a_diverging_trial(tmp_path,
     assert set(sat.data.metrics) <= {*final, *METRICS, "sweep/wall_s", "epoch"}
     assert sat.data.tags["pareto_rank"] == "0" and sat.data.tags["mode"] == "gated"
     assert "config.yaml" in artifacts(study, sat)
-    from sweeps.tracking import client
-
     curve = client(study.mlflow_uri()).get_metric_history(sat.info.run_id, "val_loss")
     assert len(curve) >= 4  # the curve streamed by the trainer's logger, not only the final value
 
