@@ -30,10 +30,12 @@ import torch
 
 from trainers.costs import MIB, StepMemoryMeter, flops_per_token, synthetic_step, time_train_steps
 
-# One representative configuration per design family; `--designs` picks a subset.
+# One representative configuration per design family (the SATFormer paper's forms first: its
+# ResFormer baseline is `coefficient: softmax`); `--designs` picks a subset.
 DESIGNS = {
     "baseline": {"kind": "none"},
-    "resformer": {"kind": "value_residual", "mode": "static"},
+    "resformer": {"kind": "value_residual", "mode": "static", "coefficient": "softmax"},
+    "resformer_fixed": {"kind": "value_residual", "mode": "static"},
     "resformer_learned": {"kind": "value_residual", "mode": "static", "coefficient": "learned"},
     "satformer": {"kind": "value_residual", "mode": "gated", "granularity": "token_head"},
     "satformer_token": {"kind": "value_residual", "mode": "gated", "granularity": "token"},

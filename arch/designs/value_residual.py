@@ -4,13 +4,23 @@ Layer `tap` (1-based `tap_layer`) exposes its raw value projection V_tap (on KV 
 any GQA repeat, not detached); it does not consume it. Each consuming layer n mixes it into
 its own values before the attention kernel (so a KV cache would hold the mixed V'):
 
-- static (ResFormer, arXiv 2410.17897):  V'_n = l_tap,n * V_tap + l_self,n * V_n
-  with (l_tap, l_self) fixed (official 0.5 / 0.5) or learned; one pair per layer or per KV head.
+- static (ResFormer, arXiv 2410.17897):  V'_n = l_tap,n * V_tap + l_self,n * V_n, one pair per
+  layer or per KV head, by `coefficient`:
+    fixed    (l_tap, l_self) constants (ResFormer's official 0.5 / 0.5);
+    learned  independent learned (l_tap, l_self) per consuming layer, from (lambda_tap, lambda_self);
+    softmax  the SATFormer paper's ResFormer baseline: l_tap,n = s * softmax(z)_n over the N - tap
+             layers after the tap (z = 0 and one shared s = N at init, so l_tap starts at
+             N / (N - tap); with `consumers: k` the unused layers' logits stay in the softmax, as in
+             the official code), l_self,n learned per layer from lambda_self (0.5).
 - gated (SATFormer, arXiv 2605.03953):    a_{t,j} = act(x_t W_a)_j,  V'_{t,j} = V_{t,j} + a_{t,j} V_tap_{t,j}
   x_t is the normed input of that attention layer, W_a is d_model x N_kv (`token_head`) or
-  d_model x 1 (`token`, one gate per token shared by all heads). No bias.
+  d_model x 1 (`token`, one gate per token shared by all heads). No bias. The official code's
+  head-normalised gates need `token_head`: softmax a = N_kv softmax_j(z) (mean 1 over the heads),
+  softmax_sigmoid a = N_kv softmax_j(z) sigmoid(z_j).
 
-The neutral point (W_a = 0 with act(0) = 0, or l_tap = 0, l_self = 1) computes the baseline.
+The neutral point (W_a = 0 with act(0) = 0, or l_tap = 0, l_self = 1; softmax coefficients: s = 0,
+l_self = 1) computes the baseline. sigmoid, sigmoid2, softplus, softmax and softmax_sigmoid gates
+have none: act(0) != 0, and softmax gates sum to N_kv over the heads whatever W_a is.
 """
 
 from __future__ import annotations
@@ -33,8 +43,12 @@ ACTIVATIONS = {
     "softplus": F.softplus,
     "tanh": torch.tanh,
     "identity": lambda z: z,
+    # over the KV heads of a token (the last dim), scaled so the mean over heads is 1 (softmax)
+    "softmax": lambda z: z.shape[-1] * torch.softmax(z, dim=-1),
+    "softmax_sigmoid": lambda z: z.shape[-1] * torch.softmax(z, dim=-1) * torch.sigmoid(z),
 }
 ZERO_AT_ZERO = {"relu", "tanh", "identity"}  # activations for which W_a = 0 is the baseline
+HEAD_NORMALISED = {"softmax", "softmax_sigmoid"}  # need one gate per KV head (token_head)
 
 GRANULARITIES = {"static": ("layer", "head"), "gated": ("token", "token_head")}
 DEFAULT_GRANULARITY = {"static": "layer", "gated": "token_head"}
@@ -52,11 +66,13 @@ class ValueResidualConfig(ResidualConfig):
     tap_layer: int = dataclasses.field(default=1, metadata={"ge": 1})
     consumers: Literal["all"] | int = "all"  # all later layers, or the last k
     # gated only
-    activation: Literal["relu", "sigmoid", "sigmoid2", "softplus", "tanh", "identity"] = "relu"
+    activation: Literal[
+        "relu", "sigmoid", "sigmoid2", "softplus", "tanh", "identity", "softmax", "softmax_sigmoid"
+    ] = "relu"
     gate_init: Literal["normal", "zero"] = "normal"
     gate_init_std: float = dataclasses.field(default=0.02, metadata={"gt": 0})
     # static only
-    coefficient: Literal["fixed", "learned"] = "fixed"
+    coefficient: Literal["fixed", "learned", "softmax"] = "fixed"
     lambda_tap: float = 0.5
     lambda_self: float = 0.5
 
@@ -81,6 +97,21 @@ class ValueResidualConfig(ResidualConfig):
             for key in keys:
                 if getattr(self, key) != getattr(defaults, key):
                     issues.append(Issue(join(path, key), f"applies only to mode {mode!r}, not {self.mode!r}"))
+        if self.mode == "gated" and self.activation in HEAD_NORMALISED and self.granularity != "token_head":
+            issues.append(
+                Issue(
+                    join(path, "activation"),
+                    f"given {self.activation!r} with granularity {self.granularity!r}; it normalises "
+                    "over the KV heads of a token: allowed with granularity 'token_head'",
+                )
+            )
+        if self.coefficient == "softmax" and self.lambda_tap != defaults.lambda_tap:
+            issues.append(
+                Issue(
+                    join(path, "lambda_tap"),
+                    "not used by coefficient 'softmax' (l_tap = s softmax(z) starts at N / (N - tap_layer))",
+                )
+            )
         if isinstance(self.consumers, int) and self.consumers < 1:
             issues.append(Issue(join(path, "consumers"), f"given {self.consumers}; allowed: 'all' or k >= 1"))
         return issues
@@ -100,7 +131,15 @@ class ValueResidualConfig(ResidualConfig):
                     f"{model.n_layers - 1} (a later layer must consume the tap)",
                 )
             )
-        elif isinstance(self.consumers, int) and self.consumers > model.n_layers - self.tap_layer:
+        elif self.mode == "gated" and self.activation in HEAD_NORMALISED and model.n_kv_heads == 1:
+            issues.append(
+                Issue(
+                    join(path, "activation"),
+                    f"given {self.activation!r} with n_kv_heads 1: a softmax over one head is constant; "
+                    "allowed with n_kv_heads >= 2",
+                )
+            )
+        if isinstance(self.consumers, int) and self.consumers > model.n_layers - self.tap_layer:
             issues.append(
                 Issue(
                     join(path, "consumers"),
@@ -159,6 +198,10 @@ class StaticMix(nn.Module):
             self.register_buffer("lambda_tap", lam_tap)
             self.register_buffer("lambda_self", lam_self)
 
+    def tap_coefficients(self):
+        """l_tap of every consuming layer: [C, width]."""
+        return self.lambda_tap
+
     def forward(self, j: int, v, x, v_tap, gate_hook=None):
         lam_tap = self.lambda_tap[j].view(-1, 1)  # [width, 1] broadcasts over [B, T, N_kv, hd]
         lam_self = self.lambda_self[j].view(-1, 1)
@@ -166,6 +209,36 @@ class StaticMix(nn.Module):
 
     def make_neutral_(self) -> bool:
         self.lambda_tap.zero_()
+        self.lambda_self.fill_(1.0)
+        return True
+
+
+class SoftmaxMix(StaticMix):
+    """The SATFormer paper's ResFormer: l_tap = s * softmax(z) over the layers after the tap, one
+    shared s (init N), logits z [N - tap, width] (init 0), l_self learned per layer (init 0.5).
+    `rows` are the logit rows of the consuming layers (the last C of them)."""
+
+    def __init__(self, cfg: ValueResidualConfig, n_consumers: int, d_model: int, n_kv: int, n_layers: int):
+        nn.Module.__init__(self)
+        width = n_kv if cfg.granularity == "head" else 1
+        after_tap = n_layers - cfg.tap_layer
+        self.lambda_scale = nn.Parameter(torch.tensor(float(n_layers)))
+        self.lambda_logits = nn.Parameter(torch.zeros(after_tap, width))
+        self.lambda_self = nn.Parameter(torch.full((n_consumers, width), cfg.lambda_self))
+        self.first_row = after_tap - n_consumers
+
+    def tap_coefficients(self):
+        weights = torch.softmax(self.lambda_logits, dim=0)[self.first_row :]
+        return self.lambda_scale * weights
+
+    def forward(self, j: int, v, x, v_tap, gate_hook=None):
+        # the softmax over ~N logits is recomputed per layer: negligible next to one projection
+        lam_tap = self.tap_coefficients()[j].view(-1, 1)
+        lam_self = self.lambda_self[j].view(-1, 1)
+        return torch.addcmul(lam_self * v, lam_tap, v_tap), None
+
+    def make_neutral_(self) -> bool:
+        self.lambda_scale.zero_()
         self.lambda_self.fill_(1.0)
         return True
 
@@ -184,7 +257,10 @@ class ValueResidual(ResidualDesign):
         first = self.tap + 1 if cfg.consumers == "all" else n - cfg.consumers
         self.consumers = list(range(first, n))
         self.slot = {layer: j for j, layer in enumerate(self.consumers)}
-        self.mix = MIXERS[cfg.mode](cfg, len(self.consumers), model.d_model, model.n_kv_heads)
+        if cfg.mode == "static" and cfg.coefficient == "softmax":
+            self.mix = SoftmaxMix(cfg, len(self.consumers), model.d_model, model.n_kv_heads, n)
+        else:
+            self.mix = MIXERS[cfg.mode](cfg, len(self.consumers), model.d_model, model.n_kv_heads)
         self.has_gates = cfg.mode == "gated"
         # Analyses set this to rewrite gates (zeroed, mean, constant): f(layer, gate) -> gate.
         self.gate_hook = None
@@ -209,9 +285,12 @@ class ValueResidual(ResidualDesign):
         cfg, m, c = self.cfg, self.model_cfg, len(self.consumers)
         if cfg.mode == "gated":
             return c * m.d_model * (m.n_kv_heads if cfg.granularity == "token_head" else 1)
+        width = m.n_kv_heads if cfg.granularity == "head" else 1
         if cfg.coefficient == "fixed":
             return 0
-        return 2 * c * (m.n_kv_heads if cfg.granularity == "head" else 1)
+        if cfg.coefficient == "softmax":  # s, the logits of every layer after the tap, l_self
+            return 1 + (m.n_layers - cfg.tap_layer) * width + c * width
+        return 2 * c * width
 
     @torch.no_grad()
     def make_neutral_(self) -> bool:
@@ -222,10 +301,11 @@ class ValueResidual(ResidualDesign):
         """ResFormer's (lambda_tap, lambda_self) per consuming layer (1-based; head mean)."""
         if self.cfg.mode != "static":
             return []
+        lam_tap = self.mix.tap_coefficients()
         return [
             {
                 "layer": layer + 1,
-                "lambda_tap": float(self.mix.lambda_tap[j].mean()),
+                "lambda_tap": float(lam_tap[j].mean()),
                 "lambda_self": float(self.mix.lambda_self[j].mean()),
             }
             for j, layer in enumerate(self.consumers)

@@ -10,7 +10,23 @@ DESIGN_EXAMPLES = [
         "resformer_learned_head",
         {"kind": "value_residual", "mode": "static", "granularity": "head", "coefficient": "learned"},
     ),
+    ("resformer_softmax_layer", {"kind": "value_residual", "mode": "static", "coefficient": "softmax"}),
+    (
+        "resformer_softmax_head_last2",
+        {
+            "kind": "value_residual",
+            "mode": "static",
+            "granularity": "head",
+            "coefficient": "softmax",
+            "consumers": 2,
+        },
+    ),  # fmt: skip
     ("satformer_token_head_relu", {"kind": "value_residual", "mode": "gated"}),
+    ("satformer_softmax", {"kind": "value_residual", "activation": "softmax"}),
+    (
+        "satformer_softmax_sigmoid_tap2",
+        {"kind": "value_residual", "activation": "softmax_sigmoid", "tap_layer": 2},
+    ),
     ("satformer_token_sigmoid", {"kind": "value_residual", "granularity": "token", "activation": "sigmoid"}),
     (
         "satformer_tap2_last1",
