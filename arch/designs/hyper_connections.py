@@ -13,15 +13,16 @@ dynamic (the paper's appendix code): with H_bar = RMSNorm(H) per stream,
     [A_m A_r](H) = s_a * tanh(H_bar W_a) + [A_m A_r],   W_a in R^{D x (n+1)}, zero init
     B(H)         = s_b * tanh(H_bar W_b)^T + B,          W_b in R^{D x 1},     zero init
 
-with learnable scalars s_a = s_b = `dynamic_scale` (0.01) at init. The streams are summed before
-the final norm. `stream_index` says what k counts: each sublayer (attention 2i, MLP 2i + 1) or
-each block i (both of its sublayers read stream i mod n).
+with learnable scalars s_a = s_b = `dynamic_scale` (0.01) at init; `norm: layer` makes the
+per-stream norm a LayerNorm (weight and bias, as the official code's `hc_norm_type: layer`).
+The streams are summed before the final norm. `stream_index` says what k counts: each sublayer
+(attention 2i, MLP 2i + 1) or each block i (both of its sublayers read stream i mod n).
 
 Neutral point: n = 1 at init is the baseline exactly. For n > 1 the init is the baseline up to
 the final norm's scale (all n streams equal the baseline stream); `make_neutral_` sets the exact
 one-live-stream point A_m = e_1, A_r = e_1 e_1^T, B = e_1 (dynamic W = 0), which the baseline
 computes bit for bit. Parameters: 2 L [n (n + 2) + dynamic (D (n + 3) + 2)] (per wrapper: A_m,
-A_r, B; plus W_a, W_b, the norm weight and s_a, s_b).
+A_r, B; plus W_a, W_b, the norm weight and s_a, s_b), + 2 L D for LayerNorm's bias.
 """
 
 from __future__ import annotations
@@ -44,11 +45,15 @@ class HyperConnectionsConfig(ResidualConfig):
     mode: Literal["static", "dynamic"] = "dynamic"
     stream_index: Literal["sublayer", "block"] = "sublayer"
     dynamic_scale: float = dataclasses.field(default=0.01, metadata={"gt": 0})  # s_a, s_b at init
+    norm: Literal["rms", "layer"] = "rms"  # H_bar's norm (the official code's hc_norm_type)
 
     def check(self, path: str) -> list[Issue]:
-        if self.mode == "static" and self.dynamic_scale != 0.01:
-            return [Issue(join(path, "dynamic_scale"), "applies only to mode 'dynamic', not 'static'")]
-        return []
+        issues = []
+        defaults = HyperConnectionsConfig()
+        for key in ("dynamic_scale", "norm"):
+            if self.mode == "static" and getattr(self, key) != getattr(defaults, key):
+                issues.append(Issue(join(path, key), "applies only to mode 'dynamic', not 'static'"))
+        return issues
 
 
 @dataclasses.dataclass
@@ -74,6 +79,7 @@ class HyperConnections(ResidualDesign):
             self.alpha_scale = nn.Parameter(torch.empty(s))
             self.beta_scale = nn.Parameter(torch.empty(s))
             self.norm_weight = nn.Parameter(torch.empty(s, d))
+            self.norm_bias = nn.Parameter(torch.empty(s, d)) if cfg.norm == "layer" else None
         self.reset_parameters()
 
     @torch.no_grad()
@@ -92,6 +98,8 @@ class HyperConnections(ResidualDesign):
             self.alpha_scale.fill_(self.cfg.dynamic_scale)
             self.beta_scale.fill_(self.cfg.dynamic_scale)
             self.norm_weight.fill_(1.0)
+            if self.norm_bias is not None:
+                self.norm_bias.zero_()
 
     def begin(self, h0, record_gates: bool = False) -> HyperState:
         b, t, d = h0.shape
@@ -101,7 +109,12 @@ class HyperConnections(ResidualDesign):
         h = state.h  # [B, T, n, D]
         alpha, beta = self.static_alpha[wrapper], self.static_beta[wrapper]  # [n, n+1], [n]
         if self.dynamic:
-            h_bar = F.rms_norm(h, (h.shape[-1],), self.norm_weight[wrapper], self.eps)
+            if self.norm_bias is None:
+                h_bar = F.rms_norm(h, (h.shape[-1],), self.norm_weight[wrapper], self.eps)
+            else:
+                h_bar = F.layer_norm(
+                    h, (h.shape[-1],), self.norm_weight[wrapper], self.norm_bias[wrapper], self.eps
+                )
             alpha = self.alpha_scale[wrapper] * torch.tanh(h_bar @ self.alpha_fn[wrapper]) + alpha
             beta = self.beta_scale[wrapper] * torch.tanh(h_bar @ self.beta_fn[wrapper]).squeeze(-1) + beta
         if self.dynamic:  # [B, T, n+1, n] @ [B, T, n, D] -> [B, T, n+1, D]
@@ -134,7 +147,8 @@ class HyperConnections(ResidualDesign):
 
     def expected_param_count(self) -> int:
         n, d, layers = self.cfg.expansion_rate, self.model_cfg.d_model, self.model_cfg.n_layers
-        per_wrapper = n * (n + 2) + (d * (n + 3) + 2 if self.cfg.mode == "dynamic" else 0)
+        dynamic = d * (n + 3) + 2 + (d if self.cfg.norm == "layer" else 0)  # + LayerNorm's bias
+        per_wrapper = n * (n + 2) + (dynamic if self.cfg.mode == "dynamic" else 0)
         return 2 * layers * per_wrapper
 
     @torch.no_grad()

@@ -211,9 +211,21 @@ def test_hc_init_with_n_streams_is_the_baseline_up_to_the_final_norm(n):
         torch.testing.assert_close(model(tokens()), baseline(tokens()), rtol=1e-4, atol=1e-5)
 
 
-def test_hc_dynamic_width_and_depth_match_the_paper_equations():
-    design = make({"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 3}).residual
+def hand_norm(h, weight, bias, eps=1e-6):
+    """RMSNorm (bias None) or LayerNorm over the last dim, written out."""
+    if bias is None:
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight
+    centred = h - h.mean(-1, keepdim=True)
+    return centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + eps) * weight + bias
+
+
+@pytest.mark.parametrize("norm", ["rms", "layer"])
+def test_hc_dynamic_width_and_depth_match_the_paper_equations(norm):
+    design = make(
+        {"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 3, "norm": norm}
+    ).residual
     randomise_(design)
+    assert (design.norm_bias is not None) == (norm == "layer")
     g = torch.Generator().manual_seed(0)
     h = torch.randn(2, 5, 3, 32, generator=g)
     out = torch.randn(2, 5, 32, generator=g)
@@ -222,7 +234,7 @@ def test_hc_dynamic_width_and_depth_match_the_paper_equations():
     x = design.mlp_input(1, state)  # wrapper 3
     design.add_mlp(1, state, out)
     s = 3
-    h_bar = torch.nn.functional.rms_norm(h, (32,), design.norm_weight[s], 1e-6)
+    h_bar = hand_norm(h, design.norm_weight[s], None if design.norm_bias is None else design.norm_bias[s])
     alpha = design.alpha_scale[s] * torch.tanh(torch.einsum("btnd,dm->btnm", h_bar, design.alpha_fn[s]))
     alpha = alpha + design.static_alpha[s]  # [B, T, n, n+1]
     beta = design.beta_scale[s] * torch.tanh(torch.einsum("btnd,d->btn", h_bar, design.beta_fn[s, :, 0]))
@@ -233,11 +245,17 @@ def test_hc_dynamic_width_and_depth_match_the_paper_equations():
 
 
 @pytest.mark.parametrize(
-    ("mode", "n", "count"), [("static", 1, 24), ("static", 4, 192), ("dynamic", 4, 2000)]
+    ("mode", "n", "norm", "count"),
+    [
+        ("static", 1, "rms", 24),
+        ("static", 4, "rms", 192),
+        ("dynamic", 4, "rms", 2000),
+        ("dynamic", 4, "layer", 2256),
+    ],
 )
-def test_hc_param_formula_by_hand(mode, n, count):
-    # D = 32, L = 4 -> 8 wrappers; static n (n + 2); dynamic adds D (n + 1) + D + D + 2
-    design = make({"kind": "hyper_connections", "mode": mode, "expansion_rate": n}).residual
+def test_hc_param_formula_by_hand(mode, n, norm, count):
+    # D = 32, L = 4 -> 8 wrappers; static n (n + 2); dynamic adds D (n + 1) + D + D + 2 (+ D: LN bias)
+    design = make({"kind": "hyper_connections", "mode": mode, "expansion_rate": n, "norm": norm}).residual
     assert sum(p.numel() for p in design.parameters()) == count == design.expected_param_count()
 
 
