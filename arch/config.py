@@ -6,7 +6,7 @@ import dataclasses
 import functools
 from collections.abc import Mapping
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -40,6 +40,9 @@ class ModelConfig:
     tie_embeddings: bool = True
     norm_eps: float = dataclasses.field(default=1e-6, metadata={"gt": 0})
     init_std: float = dataclasses.field(default=0.02, metadata={"gt": 0})
+    # depth_scaled: GPT-2's N(0, init_std / sqrt(2 n_layers)) for o_proj and down_proj, N(0, init_std)
+    # elsewhere; normal: N(0, init_std) everywhere (the SATFormer code's init, its paper presets').
+    init: Literal["depth_scaled", "normal"] = "depth_scaled"
     residual: ResidualConfig = NoResidualConfig()
 
     def __post_init__(self):

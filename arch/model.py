@@ -57,7 +57,8 @@ class Transformer(nn.Module):
 
     def _init_backbone(self) -> None:
         std = self.cfg.init_std
-        scaled = std / math.sqrt(2 * self.cfg.n_layers)  # GPT-2: residual projections
+        # GPT-2: residual projections scaled by depth (init: depth_scaled), else all N(0, std)
+        scaled = std / math.sqrt(2 * self.cfg.n_layers) if self.cfg.init == "depth_scaled" else std
         nn.init.normal_(self.embed.weight, std=std)
         if not self.cfg.tie_embeddings:
             nn.init.normal_(self.head.weight, std=std)

@@ -133,3 +133,30 @@ def test_gates_are_returned_only_on_request_and_match_the_equation():
 def test_gate_weights_are_not_touched_by_the_backbone_init():
     model = gated(gate_init="zero")
     assert model.residual.mix.weight.abs().sum() == 0
+
+
+@pytest.mark.parametrize(("init", "factor"), [("depth_scaled", 1 / 4), ("normal", 1.0)])
+def test_init_scales_residual_projections_only_when_depth_scaled(init, factor):
+    torch.manual_seed(0)
+    model = build_model(
+        {"preset": "tiny", "d_model": 256, "n_heads": 4, "d_ff": 512, "n_layers": 8, "init": init}
+    )
+    block = model.blocks[3]
+    for weight, expected in [
+        (block.attn.o_proj.weight, 0.02 * factor),  # 1 / sqrt(2 x 8 layers) = 1/4
+        (block.mlp.down_proj.weight, 0.02 * factor),
+        (block.attn.q_proj.weight, 0.02),
+    ]:
+        assert float(weight.std()) == pytest.approx(expected, rel=0.03)
+
+
+@pytest.mark.parametrize("preset", ["small", "medium", "large", "xl"])
+def test_paper_presets_have_the_official_backbone(preset):
+    cfg = ModelConfig.from_dict({"preset": preset})
+    assert (cfg.qk_norm, cfg.max_seq_len, cfg.init, cfg.init_std) == (True, 4096, "normal", 0.02)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "mini"])
+def test_cpu_presets_keep_their_backbone(preset):
+    cfg = ModelConfig.from_dict({"preset": preset})
+    assert (cfg.qk_norm, cfg.init) == (False, "depth_scaled")
