@@ -8,7 +8,8 @@ into a plain mapping so that `parse(dump(c)) == c`.
 Supported field types: bool, int, float, str, Literal[...], unions of those (Optional
 included), list[X], dict[str, X], Any, nested config dataclasses, and polymorphic configs
 (a class with a `resolve_variant(data, path, issues)` classmethod picks the subclass, e.g. by
-`kind`). A `prepare(data, path, issues)` classmethod may rewrite the mapping first (presets).
+`kind`). A `prepare(data, path, issues)` classmethod may rewrite the mapping first (presets; a
+variant's own `prepare` runs after its `kind` is resolved).
 Range limits come from field metadata: `field(default=1, metadata={"ge": 1})`.
 """
 
@@ -153,6 +154,11 @@ def _parse_dataclass(cls, data, path: str, issues: list[Issue]):
         variant = resolve(data, path, issues)
         if variant is None:
             return _MISSING
+        own = getattr(variant, "prepare", None)
+        if own is not None and own != prepare:  # the variant's own presets (e.g. a design's)
+            data = own(data, path, issues)
+            if data is None:
+                return _MISSING
         cls = variant
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     hints = typing.get_type_hints(cls)

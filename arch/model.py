@@ -19,20 +19,11 @@ class Block(nn.Module):
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.attn = Attention(cfg)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.mlp = SwiGLU(cfg.d_model, cfg.d_ff)
-
-    def _norm(self, x, cache: dict):
-        # Designs that feed one stream to Q, K and V pay for one norm, not three.
-        key = id(x)
-        if key not in cache:
-            cache[key] = self.attn_norm(x)
-        return cache[key]
+        self.mlp = SwiGLU(cfg.d_model, cfg.residual.ffn_widths(cfg)[index])
 
     def forward(self, design: ResidualDesign, state, rotary: Rotary) -> None:
         i = self.index
-        q_in, k_in, v_in = design.attn_inputs(i, state)
-        normed: dict = {}
-        xq, xk, xv = (self._norm(x, normed) for x in (q_in, k_in, v_in))
+        xq, xk, xv = design.norm_attn_inputs(i, *design.attn_inputs(i, state), self.attn_norm)
         out = self.attn(xq, xk, xv, rotary, lambda v, x: design.mix_values(i, v, x, state))
         design.add_attn(i, state, out)
         design.add_mlp(i, state, self.mlp(self.mlp_norm(design.mlp_input(i, state))))

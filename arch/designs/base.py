@@ -8,7 +8,8 @@ which lives for one forward pass.
 
     state = design.begin(h0)                        # h0 = token embeddings [B, T, D]
     for layer i:
-        q_in, k_in, v_in = design.attn_inputs(i, state)     # un-normed [B, T, D] each
+        q_in, k_in, v_in = design.attn_inputs(i, state)     # un-normed [B, T, D] each,
+                                                            # normed by design.norm_attn_inputs
         v' = design.mix_values(i, v, x_v, state)            # v: [B, T, N_kv, hd], x_v normed
         design.add_attn(i, state, attn_out)
         design.add_mlp(i, state, mlp(norm(design.mlp_input(i, state))))
@@ -44,6 +45,10 @@ class ResidualConfig:
         """Problems that only show with the model's dimensions (e.g. a tap beyond the depth)."""
         return []
 
+    def ffn_widths(self, model: ModelConfig) -> list[int]:
+        """The MLP width of every layer (a design may reallocate them across depth)."""
+        return [model.d_ff] * model.n_layers
+
     def descriptors(self) -> dict[str, str]:
         """The keys that say which design this is (MLflow tags of a trial): by default every
         scalar field; designs with mode-specific keys show only those of their mode."""
@@ -77,6 +82,14 @@ class ResidualDesign(nn.Module):
 
     def attn_inputs(self, layer: int, state: State):
         return state.h, state.h, state.h
+
+    def norm_attn_inputs(self, layer: int, q_in, k_in, v_in, norm: nn.Module):
+        """The normed attention inputs: the block's attention norm on each stream, computed once
+        for a stream that feeds several of Q, K, V (a design may norm them separately)."""
+        xq = norm(q_in)
+        xk = xq if k_in is q_in else norm(k_in)
+        xv = xq if v_in is q_in else xk if v_in is k_in else norm(v_in)
+        return xq, xk, xv
 
     def mix_values(self, layer: int, v: torch.Tensor, x: torch.Tensor, state: State):
         return v

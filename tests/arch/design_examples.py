@@ -41,6 +41,12 @@ DESIGN_EXAMPLES = [
     # MUDDFormer
     ("muddformer", {"kind": "muddformer"}),
     ("muddformer_single_way_unrounded", {"kind": "muddformer", "streams": "r", "hidden_round": False}),
+    ("muddformer_sepln", {"kind": "muddformer", "sepln": True}),
+    ("muddformer_pre_post_da_norm", {"kind": "muddformer", "pre_post_da_norm": True}),
+    (
+        "muddformer_satformer_paper",
+        {"kind": "muddformer", "preset": "satformer_paper"},
+    ),  # realloc: no neutral
     # Hyper-Connections, static and dynamic, expansion rates 1, 2, 4
     ("hc_static_n1", {"kind": "hyper_connections", "mode": "static", "expansion_rate": 1}),
     ("hc_static_n2", {"kind": "hyper_connections", "mode": "static", "expansion_rate": 2}),

@@ -170,6 +170,94 @@ def test_muddformer_streams_match_the_official_einsum():
     assert state.gates == {}  # dense weights are not gates (GateStats would log them as such)
 
 
+def test_muddformer_pre_post_da_norm_matches_the_official_equations():
+    design = make({"kind": "muddformer", "pre_post_da_norm": True}).residual
+    randomise_(design)
+    g = torch.Generator().manual_seed(1)
+    h0 = torch.randn(2, 5, 32, generator=g)
+    state = design.begin(h0)
+    hiddens = [h0]
+    for i in range(4):
+        out = torch.randn(2, 5, 32, generator=g)
+        x = state.h + out
+        hiddens.append(x)
+        design.add_mlp(i, state, out)
+        z = torch.nn.functional.gelu(hand_norm(x, 1.0, None) @ design.w1[i].T)
+        dw = ((z @ design.w2[i].T).view(2, 5, -1, i + 2) + design.prior[i]).permute(2, 0, 1, 3)
+        normed = torch.stack(
+            [hand_norm(h, w, None) for h, w in zip(hiddens, design.pre_norm[i], strict=True)]
+        )
+        summed = torch.einsum("LBTD,CBTL->CBTD", normed, dw)
+        expected = torch.stack(
+            [hand_norm(summed[c], design.post_norm[i][c], None) + x for c in range(len(dw))]
+        )
+        got = torch.stack([state.q, state.k, state.v, state.h]) if i < 3 else state.h[None]
+        torch.testing.assert_close(got, expected)
+
+
+def test_muddformer_pre_post_da_norm_init_prior_zero_and_stream_norms_nearly_closed():
+    design = make({"kind": "muddformer", "pre_post_da_norm": True}).residual
+    assert all(not a.any() for a in design.prior)
+    assert all(torch.equal(p, torch.full_like(p, 1e-3)) for p in design.post_norm)
+    assert all(torch.equal(p, torch.ones_like(p)) for p in design.pre_norm)
+
+
+def test_muddformer_sepln_norms_k_and_v_with_their_own_weights():
+    model = make({"kind": "muddformer", "sepln": True})
+    design = model.residual
+    randomise_(design)
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, 5, 32, generator=g) for _ in range(3))
+    norm = model.blocks[1].attn_norm
+    xq, xk, xv = design.norm_attn_inputs(1, q, k, v, norm)
+    torch.testing.assert_close(xq, norm(q))
+    torch.testing.assert_close(xk, hand_norm(k, design.kv_norm[1, 0], None))
+    torch.testing.assert_close(xv, hand_norm(v, design.kv_norm[1, 1], None))
+
+
+@pytest.mark.parametrize(("w1_init", "std"), [("muddformer", 256**-0.5), ("satformer", 1 / 256)])
+def test_muddformer_w1_init(w1_init, std):
+    design = make({"kind": "muddformer", "w1_init": w1_init}, d_model=256, n_heads=4).residual
+    w1 = torch.cat([w.flatten() for w in design.w1])
+    assert w1.std().item() == pytest.approx(std, rel=0.05)
+
+
+def test_muddformer_param_realloc_widths_by_hand():
+    # small preset: L = 11, D_f = 3072; layer i gets (0.5 (L - i) + 1.5 (i - 1)) / (L - 1) D_f,
+    # rounded as the official code: i = 1: 1536; i = 2: 1843 -> 1792; i = 3: 2150 -> 2048; i = 11: 4608
+    cfg = ModelConfig.from_dict(
+        {"preset": "small", "residual": {"kind": "muddformer", "param_realloc": True}}
+    )
+    widths = cfg.residual.ffn_widths(cfg)
+    assert widths[:3] == [1536, 1792, 2048] and widths[-1] == 4608 and len(widths) == 11
+    model = make({"kind": "muddformer", "param_realloc": True}, d_ff=512)  # L = 4: 0.5, 5/6, 7/6, 1.5 x
+    assert [b.mlp.down_proj.in_features for b in model.blocks] == [256, 512, 512, 768]  # 256, 427, 597, 768
+
+
+def test_muddformer_param_formula_with_every_option_by_hand():
+    # D = 32, L = 4, unrounded, no last expansion: per layer D H + H C (i+2) + C (i+2) + 2 D + (i+2+C) D
+    design = make({"kind": "muddformer", "preset": "satformer_paper"}).residual
+    sizes = [(8, 4, 2), (12, 4, 3), (16, 4, 4), (5, 1, 5)]  # (H, C, i + 2)
+    by_hand = sum(32 * h + h * c * n + c * n + 2 * 32 + (n + c) * 32 for h, c, n in sizes)
+    assert sum(p.numel() for p in design.parameters()) == by_hand == design.expected_param_count()
+
+
+def test_muddformer_satformer_paper_preset_sets_the_released_options_and_yields_to_given_keys():
+    cfg = ModelConfig.from_dict(
+        {**HARNESS_MODEL, "residual": {"kind": "muddformer", "preset": "satformer_paper"}}
+    )
+    r = cfg.residual
+    assert (r.sepln, r.pre_post_da_norm, r.param_realloc, r.w1_init) == (True, True, True, "satformer")
+    assert (r.hidden_round, r.expand_last) == (False, False)
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    mine = {"kind": "muddformer", "preset": "satformer_paper", "sepln": False}
+    assert ModelConfig.from_dict({**HARNESS_MODEL, "residual": mine}).residual.sepln is False
+    with pytest.raises(
+        ConfigError, match=r"model\.residual\.preset: given 'paper'; allowed: satformer_paper"
+    ):
+        ModelConfig.from_dict({**HARNESS_MODEL, "residual": {"kind": "muddformer", "preset": "paper"}})
+
+
 # --- Hyper-Connections -------------------------------------------------------------------------
 
 
