@@ -45,6 +45,7 @@ class Transformer(nn.Module):
         self._init_backbone()
         # Built after the backbone init so that init never overwrites the design's own.
         self.residual = build_design(cfg.residual, cfg)
+        self.residual.adjust_backbone_init_(self.blocks)
 
     def _init_backbone(self) -> None:
         std = self.cfg.init_std

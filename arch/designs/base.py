@@ -112,6 +112,11 @@ class ResidualDesign(nn.Module):
         return 0
 
     @torch.no_grad()
+    def adjust_backbone_init_(self, blocks: nn.ModuleList) -> None:
+        """Called once after the backbone's init: a design whose paper rescales backbone weights
+        at init (e.g. the residual projections) does it here."""
+
+    @torch.no_grad()
     def make_neutral_(self) -> bool:
         """Sets the design to its neutral point (computes the baseline); False if it has none."""
         return True

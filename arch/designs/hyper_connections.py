@@ -46,6 +46,9 @@ class HyperConnectionsConfig(ResidualConfig):
     stream_index: Literal["sublayer", "block"] = "sublayer"
     dynamic_scale: float = dataclasses.field(default=0.01, metadata={"gt": 0})  # s_a, s_b at init
     norm: Literal["rms", "layer"] = "rms"  # H_bar's norm (the official code's hc_norm_type)
+    # o_proj and down_proj at init times 1/sqrt(n) (what the SATFormer baseline's comment says) or
+    # sqrt(n) (what its rescale code does, when enabled); none: the backbone's init as is
+    out_proj_scale: Literal["none", "inv_sqrt_n", "sqrt_n"] = "none"
 
     def check(self, path: str) -> list[Issue]:
         issues = []
@@ -100,6 +103,14 @@ class HyperConnections(ResidualDesign):
             self.norm_weight.fill_(1.0)
             if self.norm_bias is not None:
                 self.norm_bias.zero_()
+
+    @torch.no_grad()
+    def adjust_backbone_init_(self, blocks) -> None:
+        factor = {"none": 1.0, "inv_sqrt_n": self.n**-0.5, "sqrt_n": self.n**0.5}[self.cfg.out_proj_scale]
+        if factor != 1.0:
+            for block in blocks:
+                block.attn.o_proj.weight.mul_(factor)
+                block.mlp.down_proj.weight.mul_(factor)
 
     def begin(self, h0, record_gates: bool = False) -> HyperState:
         b, t, d = h0.shape

@@ -54,6 +54,7 @@ DESIGN_EXAMPLES = [
     ("hc_dynamic_n1", {"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 1}),
     ("hc_dynamic_n2", {"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 2}),
     ("hc_dynamic_n4", {"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 4}),
+    ("hc_dynamic_n4_out_proj_inv_sqrt_n", {"kind": "hyper_connections", "out_proj_scale": "inv_sqrt_n"}),
     ("hc_dynamic_n2_layernorm", {"kind": "hyper_connections", "expansion_rate": 2, "norm": "layer"}),
     ("hc_dynamic_n2_per_block", {"kind": "hyper_connections", "expansion_rate": 2, "stream_index": "block"}),
 ]

@@ -347,6 +347,17 @@ def test_hc_param_formula_by_hand(mode, n, norm, count):
     assert sum(p.numel() for p in design.parameters()) == count == design.expected_param_count()
 
 
+@pytest.mark.parametrize(("scale", "factor"), [("none", 1.0), ("inv_sqrt_n", 0.5), ("sqrt_n", 2.0)])
+def test_hc_out_proj_scale_rescales_only_the_residual_projections(scale, factor):
+    residual = {"kind": "hyper_connections", "expansion_rate": 4, "out_proj_scale": scale}
+    model, baseline = make(residual, seed=4), make({"kind": "none"}, seed=4)  # same backbone draw
+    for mine, base in zip(model.blocks, baseline.blocks, strict=True):
+        torch.testing.assert_close(mine.attn.o_proj.weight, factor * base.attn.o_proj.weight)
+        torch.testing.assert_close(mine.mlp.down_proj.weight, factor * base.mlp.down_proj.weight)
+        torch.testing.assert_close(mine.attn.q_proj.weight, base.attn.q_proj.weight)
+        torch.testing.assert_close(mine.mlp.up_proj.weight, base.mlp.up_proj.weight)
+
+
 def test_hc_config_errors_name_the_key():
     with pytest.raises(ConfigError, match=r"model\.residual\.dynamic_scale: applies only to mode 'dynamic'"):
         ModelConfig.from_dict(
