@@ -41,6 +41,7 @@ DESIGNS = {
     "satformer_token": {"kind": "value_residual", "mode": "gated", "granularity": "token"},
     "denseformer": {"kind": "denseformer"},
     "muddformer": {"kind": "muddformer"},
+    "muddformer_paper": {"kind": "muddformer", "preset": "satformer_paper"},
     "hc_static": {"kind": "hyper_connections", "mode": "static", "expansion_rate": 4},
     "hc_dynamic": {"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 4},
 }
