@@ -26,34 +26,59 @@ class Rotary(nn.Module):
         angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float64), inv_freq)  # [T, hd/2]
         angles = torch.cat([angles, angles], dim=-1)  # [T, hd]
         self.register_buffer("cos", angles.cos().float(), persistent=False)
-        self.register_buffer("sin", angles.sin().float(), persistent=False)
+        sign = torch.cat([-torch.ones(head_dim // 2), torch.ones(head_dim // 2)]).double()
+        self.register_buffer("signed_sin", (angles.sin() * sign).float(), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # x: [B, H, T, hd]
+        # x: [B, H, T, hd]; rotate-half [-x2, x1] = roll(x, hd/2) * [-1.., 1..]: one kernel, no cat
         t = x.shape[-2]
-        cos, sin = self.cos[:t].to(x.dtype), self.sin[:t].to(x.dtype)
-        x1, x2 = x.chunk(2, dim=-1)
-        return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+        cos, sin = self.cos[:t].to(x.dtype), self.signed_sin[:t].to(x.dtype)
+        return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * sin
+
+
+def fuse_old_weights(state_dict: dict, prefix: str, parts: tuple[str, ...], fused: str) -> None:
+    """Checkpoints from before the fused projections: `parts` weights stacked into `fused`."""
+    names = [f"{prefix}{part}.weight" for part in parts]
+    if all(n in state_dict for n in names):
+        state_dict[f"{prefix}{fused}.weight"] = torch.cat([state_dict.pop(n) for n in names])
 
 
 class Attention(nn.Module):
-    """Causal grouped-query attention; the residual design may rewrite V before the kernel."""
+    """Causal grouped-query attention; the residual design may rewrite V before the kernel.
+
+    W_Q, W_K, W_V are the row blocks of one `qkv_proj` weight: one GEMM when one stream feeds
+    Q, K and V (most designs), three on the row blocks when a design feeds separate streams."""
 
     def __init__(self, cfg):
         super().__init__()
         self.n_heads, self.n_kv, self.hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-        self.q_proj = nn.Linear(cfg.d_model, self.n_heads * self.hd, bias=False)
-        self.k_proj = nn.Linear(cfg.d_model, self.n_kv * self.hd, bias=False)
-        self.v_proj = nn.Linear(cfg.d_model, self.n_kv * self.hd, bias=False)
+        self.widths = (self.n_heads * self.hd, self.n_kv * self.hd, self.n_kv * self.hd)  # Q, K, V rows
+        self.qkv_proj = nn.Linear(cfg.d_model, sum(self.widths), bias=False)
         self.o_proj = nn.Linear(self.n_heads * self.hd, cfg.d_model, bias=False)
         self.q_norm = RMSNorm(self.hd, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
         self.k_norm = RMSNorm(self.hd, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
+        self._register_load_state_dict_pre_hook(
+            lambda sd, prefix, *_: fuse_old_weights(sd, prefix, ("q_proj", "k_proj", "v_proj"), "qkv_proj")
+        )
+
+    def qkv_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.qkv_proj.weight.split(self.widths)
+
+    def project(self, xq, xk, xv):
+        if xq is xk and xk is xv:
+            q, k, v = self.qkv_proj(xq).split(self.widths, dim=-1)
+            # V is saved for attention's backward: a view would keep all of Q K V alive (measured
+            # +2 B T D floats a layer); its own copy keeps only V, as separate projections do
+            return q, k, v.contiguous()
+        wq, wk, wv = self.qkv_weights()
+        return F.linear(xq, wq), F.linear(xk, wk), F.linear(xv, wv)
 
     def forward(self, xq, xk, xv, rotary: Rotary, mix_values) -> torch.Tensor:
         b, t, _ = xq.shape
-        q = self.q_norm(self.q_proj(xq).view(b, t, self.n_heads, self.hd))
-        k = self.k_norm(self.k_proj(xk).view(b, t, self.n_kv, self.hd))
-        v = self.v_proj(xv).view(b, t, self.n_kv, self.hd)  # raw V on KV heads
+        q, k, v = self.project(xq, xk, xv)
+        q = self.q_norm(q.view(b, t, self.n_heads, self.hd))
+        k = self.k_norm(k.view(b, t, self.n_kv, self.hd))
+        v = v.view(b, t, self.n_kv, self.hd)  # raw V on KV heads
         v = mix_values(v, xv)  # [B, T, N_kv, hd], before any GQA repeat
         q, k, v = (z.transpose(1, 2) for z in (q, k, v))  # -> [B, H, T, hd]
         q, k = rotary(q), rotary(k)
@@ -62,11 +87,16 @@ class Attention(nn.Module):
 
 
 class SwiGLU(nn.Module):
+    """down(silu(x W_gate) * x W_up), W_gate and W_up the two row blocks of `gate_up_proj`."""
+
     def __init__(self, d_model: int, d_ff: int):
         super().__init__()
-        self.gate_proj = nn.Linear(d_model, d_ff, bias=False)
-        self.up_proj = nn.Linear(d_model, d_ff, bias=False)
+        self.gate_up_proj = nn.Linear(d_model, 2 * d_ff, bias=False)
         self.down_proj = nn.Linear(d_ff, d_model, bias=False)
+        self._register_load_state_dict_pre_hook(
+            lambda sd, prefix, *_: fuse_old_weights(sd, prefix, ("gate_proj", "up_proj"), "gate_up_proj")
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)

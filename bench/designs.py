@@ -28,7 +28,16 @@ import time
 
 import torch
 
-from trainers.costs import MIB, StepMemoryMeter, flops_per_token, synthetic_step, time_train_steps
+from bench import reference
+from trainers.costs import (
+    MIB,
+    StepMemoryMeter,
+    SyntheticStep,
+    flops_per_token,
+    synthetic_step,
+    time_train_steps,
+    train_step_fn,
+)
 
 # One representative configuration per design family (the SATFormer paper's forms first: its
 # ResFormer baseline is `coefficient: softmax`); `--designs` picks a subset.
@@ -45,7 +54,10 @@ DESIGNS = {
     "hc_static": {"kind": "hyper_connections", "mode": "static", "expansion_rate": 4},
     "hc_dynamic": {"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 4},
 }
-TARGETS = {"satformer": (0.97, 1.03), "resformer": (0.97, 1.03)}  # (min train speed, max memory)
+REFERENCE = "reference"  # bench.reference: a plain GPT of the preset's width and depth
+TARGETS = {"satformer": (0.98, 1.01), "resformer": (0.97, 1.03)}  # (min train speed, max memory)
+BACKBONE_PER_FLOP = 1.0  # the baseline's FLOP-normalised throughput over the reference's, at least
+MFU_AT_MINI_ON_CPU = 0.50
 
 
 def parse_args(argv=None):
@@ -55,7 +67,11 @@ def parse_args(argv=None):
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--steps", type=int, default=3, help="timed steps per design per round")
     p.add_argument("--repeats", type=int, default=5, help="rounds")
-    p.add_argument("--designs", default=",".join(DESIGNS), help="comma-separated names of DESIGNS")
+    p.add_argument(
+        "--designs",
+        default=",".join([*DESIGNS, REFERENCE]),
+        help="comma-separated names of DESIGNS or reference",
+    )
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument("--compile", action="store_true", help="torch.compile each model")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: as is)")
@@ -81,13 +97,38 @@ def matmul_peak_flops(device: torch.device, dtype: torch.dtype) -> float:
     return 2 * n**3 / best
 
 
+def model_config(args, residual) -> dict:
+    return {"preset": args.preset, "max_seq_len": max(args.seq_len, 256), "residual": residual}
+
+
+def reference_step(args, device, autocast_dtype, mark) -> SyntheticStep:
+    """The reference GPT's training step, built like `synthetic_step` builds a design's (seed 0,
+    AdamW with the trainer's defaults, decay on the matrices, a seed-0 batch)."""
+    from arch import ModelConfig
+    from trainers.config import TrainConfig
+
+    torch.manual_seed(0)
+    model = reference.like(ModelConfig.from_dict(model_config(args, {"kind": "none"}))).to(device)
+    train = TrainConfig()
+    groups = [{"params": [p for p in model.parameters() if p.dim() == 2], "weight_decay": train.weight_decay},
+              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]  # fmt: skip
+    opt = torch.optim.AdamW(groups, lr=train.lr, betas=(train.beta1, train.beta2))
+    forward = torch.compile(model) if args.compile else model
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, model.tok.weight.shape[0], (args.batch, args.seq_len + 1), generator=g).to(device)
+    step = train_step_fn(model, opt, x[:, :-1], x[:, 1:], autocast_dtype, forward, mark)
+    return SyntheticStep(model, opt, x, forward, step)
+
+
 def run_design(name, residual, args, device, autocast_dtype) -> dict[str, float]:
     """One round of one design: build, warm up, time training and forward, measure memory."""
     gc.collect()
     meter = StepMemoryMeter(device)
-    model_cfg = {"preset": args.preset, "max_seq_len": max(args.seq_len, 256), "residual": residual}
-    built = synthetic_step(model_cfg, args.batch, args.seq_len, device, autocast_dtype, args.compile,
-                           mark=meter.backward_starts)  # fmt: skip
+    if name == REFERENCE:
+        built = reference_step(args, device, autocast_dtype, meter.backward_starts)
+    else:
+        built = synthetic_step(model_config(args, residual), args.batch, args.seq_len, device, autocast_dtype,
+                               args.compile, mark=meter.backward_starts)  # fmt: skip
     model, opt, x, forward, step = built.model, built.optimizer, built.tokens, built.forward, built.step
     inputs = x[:, :-1]
 
@@ -102,7 +143,11 @@ def run_design(name, residual, args, device, autocast_dtype) -> dict[str, float]
     ):
         forward(inputs)
         fwd_s, _ = time_train_steps(lambda: forward(inputs), device, args.steps)
-    counts = model.param_counts()
+    if name == REFERENCE:
+        counts = {"total": sum(p.numel() for p in model.parameters()), "design": 0}
+        flops = model.flops_per_token(args.seq_len)
+    else:
+        counts, flops = model.param_counts(), flops_per_token(model, args.seq_len)
     tokens = args.batch * args.seq_len
     return {
         "train_tokens_per_s": tokens / train_s,
@@ -112,7 +157,7 @@ def run_design(name, residual, args, device, autocast_dtype) -> dict[str, float]
         "activations_mb": memory.activations / MIB,
         "params_total": counts["total"],
         "params_design": counts["design"],
-        "flops_per_token": flops_per_token(model, args.seq_len),
+        "flops_per_token": flops,
     }  # the model and optimizer die with this frame
 
 
@@ -162,8 +207,21 @@ def table(summary: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def target_lines(summary) -> list[str]:
+def target_lines(summary, meta) -> list[str]:
     lines = []
+    if REFERENCE in summary:
+        base, ref = summary["baseline"], summary[REFERENCE]
+        per_flop = base["mfu"] / ref["mfu"]  # = speed ratio x FLOPs-per-token ratio
+        ok = per_flop >= BACKBONE_PER_FLOP
+        lines.append(
+            f"target backbone vs reference (tokens/s x FLOPs/token): {per_flop:.3f} (>= {BACKBONE_PER_FLOP})"
+            f" [tokens/s {1 / ref['train_speed_ratio']:.3f}x]: {'met' if ok else 'MISSED'}"
+        )
+    if meta["preset"] == "mini" and meta["precision"] == "fp32":  # fp32: the CPU path (CUDA autocasts)
+        mfu = summary["baseline"]["mfu"]
+        ok = mfu >= MFU_AT_MINI_ON_CPU
+        lines.append(f"target baseline MFU at mini on CPU: {mfu:.1%} (>= {MFU_AT_MINI_ON_CPU:.0%}): "
+                     f"{'met' if ok else 'MISSED'}")  # fmt: skip
     for name, (speed, memory) in TARGETS.items():
         if name in summary:
             s = summary[name]
@@ -178,9 +236,9 @@ def target_lines(summary) -> list[str]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     names = [n.strip() for n in args.designs.split(",") if n.strip()]
-    unknown = [n for n in names if n not in DESIGNS]
+    unknown = [n for n in names if n not in DESIGNS and n != REFERENCE]
     if unknown or "baseline" not in names:
-        print(f"--designs: unknown {unknown}; allowed: {', '.join(DESIGNS)} (baseline required)")
+        print(f"--designs: unknown {unknown}; allowed: {', '.join(DESIGNS)}, {REFERENCE} (baseline required)")
         return 2
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -194,7 +252,7 @@ def main(argv=None) -> int:
     for r in range(args.repeats):
         order = names[r % len(names) :] + names[: r % len(names)]  # rotate: no design always first
         for name in order:
-            rounds[name].append(run_design(name, DESIGNS[name], args, device, autocast_dtype))
+            rounds[name].append(run_design(name, DESIGNS.get(name), args, device, autocast_dtype))
     peak = max(peak, matmul_peak_flops(device, autocast_dtype or torch.float32))
     summary = summarize(rounds, peak)
     meta = {
@@ -213,8 +271,9 @@ def main(argv=None) -> int:
         "torch": torch.__version__,
     }
     print(f"{meta}\n{table(summary)}")
-    print("\n".join(target_lines(summary)))
-    result = {"meta": meta, "designs": summary, "rounds": rounds, "configs": {n: DESIGNS[n] for n in names}}
+    print("\n".join(target_lines(summary, meta)))
+    configs = {n: DESIGNS.get(n, "bench.reference.ReferenceGPT") for n in names}
+    result = {"meta": meta, "designs": summary, "rounds": rounds, "configs": configs}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)

@@ -354,8 +354,8 @@ def test_hc_out_proj_scale_rescales_only_the_residual_projections(scale, factor)
     for mine, base in zip(model.blocks, baseline.blocks, strict=True):
         torch.testing.assert_close(mine.attn.o_proj.weight, factor * base.attn.o_proj.weight)
         torch.testing.assert_close(mine.mlp.down_proj.weight, factor * base.mlp.down_proj.weight)
-        torch.testing.assert_close(mine.attn.q_proj.weight, base.attn.q_proj.weight)
-        torch.testing.assert_close(mine.mlp.up_proj.weight, base.mlp.up_proj.weight)
+        torch.testing.assert_close(mine.attn.qkv_proj.weight, base.attn.qkv_proj.weight)
+        torch.testing.assert_close(mine.mlp.gate_up_proj.weight, base.mlp.gate_up_proj.weight)
 
 
 def test_hc_config_errors_name_the_key():

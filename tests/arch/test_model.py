@@ -92,8 +92,14 @@ def test_v_tap_is_the_raw_v_proj_on_kv_heads_before_gqa_repeat():
         assert shape == (2, 8, cfg.n_kv_heads, cfg.head_dim)
     # The tap is exactly layer 1's v_proj output on its normed input.
     block = model.blocks[0]
-    expected = block.attn.v_proj(block.attn_norm(model.embed(x))).view(2, 8, cfg.n_kv_heads, -1)
+    w_v = block.attn.qkv_weights()[2]
+    expected = torch.nn.functional.linear(block.attn_norm(model.embed(x)), w_v).view(2, 8, cfg.n_kv_heads, -1)
     torch.testing.assert_close(seen[-1][2], expected)
+
+
+def v_rows_grad(model):
+    attn = model.blocks[0].attn
+    return attn.qkv_proj.weight.grad.split(attn.widths)[2]  # the W_V rows of layer 1
 
 
 def test_v_tap_is_not_detached():
@@ -102,14 +108,14 @@ def test_v_tap_is_not_detached():
     with torch.no_grad():
         model.blocks[0].attn.o_proj.weight.zero_()
     model(torch.randint(0, 64, (2, 8))).square().mean().backward()
-    assert model.blocks[0].attn.v_proj.weight.grad.abs().sum() > 0
+    assert v_rows_grad(model).abs().sum() > 0
 
     torch.manual_seed(0)
     baseline = build_model(HARNESS_MODEL)
     with torch.no_grad():
         baseline.blocks[0].attn.o_proj.weight.zero_()
     baseline(torch.randint(0, 64, (2, 8))).square().mean().backward()
-    assert baseline.blocks[0].attn.v_proj.weight.grad.abs().sum() == 0
+    assert v_rows_grad(baseline).abs().sum() == 0
 
 
 def test_tapped_layer_does_not_consume_and_earlier_layers_are_untouched():
@@ -145,7 +151,7 @@ def test_init_scales_residual_projections_only_when_depth_scaled(init, factor):
     for weight, expected in [
         (block.attn.o_proj.weight, 0.02 * factor),  # 1 / sqrt(2 x 8 layers) = 1/4
         (block.mlp.down_proj.weight, 0.02 * factor),
-        (block.attn.q_proj.weight, 0.02),
+        (block.attn.qkv_proj.weight, 0.02),
     ]:
         assert float(weight.detach().std()) == pytest.approx(expected, rel=0.03)
 
@@ -160,3 +166,30 @@ def test_paper_presets_have_the_official_backbone(preset):
 def test_cpu_presets_keep_their_backbone(preset):
     cfg = ModelConfig.from_dict({"preset": preset})
     assert (cfg.qk_norm, cfg.init) == (False, "depth_scaled")
+
+
+def test_checkpoints_with_separate_projections_still_load():
+    """Before the fused projections, W_Q, W_K, W_V and W_gate, W_up were weights of their own."""
+    model = gated(tap_layer=1)
+    old = {}
+    for name, tensor in model.state_dict().items():
+        if name.endswith("attn.qkv_proj.weight"):
+            prefix = name.removesuffix("qkv_proj.weight")
+            q, k, v = tensor.split(model.blocks[0].attn.widths)
+            old.update(
+                {prefix + "q_proj.weight": q, prefix + "k_proj.weight": k, prefix + "v_proj.weight": v}
+            )
+        elif name.endswith("mlp.gate_up_proj.weight"):
+            prefix = name.removesuffix("gate_up_proj.weight")
+            gate, up = tensor.chunk(2)
+            old.update({prefix + "gate_proj.weight": gate, prefix + "up_proj.weight": up})
+        else:
+            old[name] = tensor
+    fresh = gated(tap_layer=1)
+    torch.manual_seed(9)
+    for p in fresh.parameters():
+        p.data.normal_()
+    fresh.load_state_dict({k: v.clone() for k, v in old.items()})
+    x = torch.randint(0, 64, (2, 8))
+    with torch.no_grad():
+        torch.testing.assert_close(fresh(x), model(x), rtol=0, atol=0)

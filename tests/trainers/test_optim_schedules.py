@@ -32,8 +32,8 @@ def test_decay_groups_are_exact(residual, tie):
         f"blocks.{i}.{m}.{p}.weight"
         for i in range(3)
         for m, ps in (
-            ("attn", ("q_proj", "k_proj", "v_proj", "o_proj")),
-            ("mlp", ("gate_proj", "up_proj", "down_proj")),
+            ("attn", ("qkv_proj", "o_proj")),
+            ("mlp", ("gate_up_proj", "down_proj")),
         )
         for p in ps
     }
