@@ -298,7 +298,7 @@ def synthetic_step(
 
 def train_step_fn(model, optimizer, inputs, targets, autocast_dtype=None, forward=None, mark=None):
     """One training step on a fixed batch (forward, loss, backward, optimizer step, zero grads)."""
-    forward = forward or model
+    forward = model if forward is None else forward  # not `or`: a compiled module has no truth value
     device_type = inputs.device.type
 
     def step():
