@@ -13,6 +13,10 @@ that machine drift cancels out in the ratios:
 - parameters (total, added by the design), model FLOPs per token (6N + attention term) and the
   achieved fraction of this machine's matmul peak, measured in the same run with a large GEMM.
 
+The `reference` row is `bench.reference.ReferenceGPT` (a plain GPT of the preset's width, depth
+and heads), measured the same way; the targets (backbone per FLOP vs the reference, MFU at mini
+on CPU, SATFormer and ResFormer against the baseline) are printed met or MISSED.
+
 Writes the same numbers as JSON (`--json`), optionally logs them to MLflow (`--mlflow-uri`).
 """
 
