@@ -18,29 +18,48 @@ class RMSNorm(nn.Module):
 
 
 class Rotary(nn.Module):
-    """Rotary position embedding (rotate-half form) over the head dimension."""
+    """Rotary position embedding over the head dimension, pairs of adjacent dims (2i, 2i + 1)
+    rotated by angle t * base^(-2i / hd): one complex multiply in fp32, and the same rotation
+    written in reals for other dtypes (complex bf16 does not exist). The rotate-half form pairs
+    (i, i + hd / 2) instead: the same model up to a fixed permutation of each head's Q and K dims
+    (`INTERLEAVE`, applied to checkpoints written before this layout)."""
 
     def __init__(self, head_dim: int, max_seq_len: int, base: float):
         super().__init__()
         inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
         angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float64), inv_freq)  # [T, hd/2]
-        angles = torch.cat([angles, angles], dim=-1)  # [T, hd]
-        self.register_buffer("cos", angles.cos().float(), persistent=False)
-        sign = torch.cat([-torch.ones(head_dim // 2), torch.ones(head_dim // 2)]).double()
-        self.register_buffer("signed_sin", (angles.sin() * sign).float(), persistent=False)
+        self.register_buffer("cis", torch.polar(torch.ones_like(angles), angles).to(torch.complex64),
+                             persistent=False)  # fmt: skip
+        pairs = angles.repeat_interleave(2, dim=-1)  # [T, hd]: each angle on its two dims
+        sign = torch.tensor([-1.0, 1.0], dtype=torch.float64).repeat(head_dim // 2)
+        self.register_buffer("cos", pairs.cos().float(), persistent=False)
+        self.register_buffer("signed_sin", (pairs.sin() * sign).float(), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # x: [B, H, T, hd]; rotate-half [-x2, x1] = roll(x, hd/2) * [-1.., 1..]: one kernel, no cat
+        # x: [B, H, T, hd]
         t = x.shape[-2]
-        cos, sin = self.cos[:t].to(x.dtype), self.signed_sin[:t].to(x.dtype)
-        return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * sin
+        if x.dtype == torch.float32:
+            z = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
+            return torch.view_as_real(z * self.cis[:t]).flatten(-2)
+        swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (x1, x0, x3, x2, ...)
+        return x * self.cos[:t].to(x.dtype) + swapped * self.signed_sin[:t].to(x.dtype)
 
 
-def fuse_old_weights(state_dict: dict, prefix: str, parts: tuple[str, ...], fused: str) -> None:
-    """Checkpoints from before the fused projections: `parts` weights stacked into `fused`."""
+def interleave(head_dim: int) -> torch.Tensor:
+    """New dim order of a head: dims (i, i + hd/2) of the rotate-half layout become (2i, 2i + 1)."""
+    half = head_dim // 2
+    return torch.stack([torch.arange(half), torch.arange(half) + half], dim=-1).flatten()
+
+
+def fuse_old_weights(state_dict: dict, prefix: str, parts: tuple[str, ...], fused: str, fix=None) -> None:
+    """Checkpoints from before the fused projections: `parts` weights (each through `fix`, which
+    maps a part's name and weight to its current form) stacked into `fused`."""
     names = [f"{prefix}{part}.weight" for part in parts]
     if all(n in state_dict for n in names):
-        state_dict[f"{prefix}{fused}.weight"] = torch.cat([state_dict.pop(n) for n in names])
+        weights = [state_dict.pop(n) for n in names]
+        if fix is not None:
+            weights = [fix(part, w) for part, w in zip(parts, weights, strict=True)]
+        state_dict[f"{prefix}{fused}.weight"] = torch.cat(weights)
 
 
 class Attention(nn.Module):
@@ -57,9 +76,24 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.n_heads * self.hd, cfg.d_model, bias=False)
         self.q_norm = RMSNorm(self.hd, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
         self.k_norm = RMSNorm(self.hd, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
-        self._register_load_state_dict_pre_hook(
-            lambda sd, prefix, *_: fuse_old_weights(sd, prefix, ("q_proj", "k_proj", "v_proj"), "qkv_proj")
-        )
+        self._register_load_state_dict_pre_hook(self._load_separate_projections)
+
+    def _load_separate_projections(self, state_dict, prefix, *_):
+        """Checkpoints with q_proj, k_proj, v_proj also predate the interleaved rotary layout:
+        each head's Q and K rows (and qk-norm weights) take the interleaved order."""
+        if f"{prefix}q_proj.weight" not in state_dict:
+            return
+        order = interleave(self.hd)
+
+        def fix(part, w):
+            if part == "v_proj":
+                return w
+            return w.view(-1, self.hd, w.shape[-1])[:, order].reshape(w.shape)
+
+        fuse_old_weights(state_dict, prefix, ("q_proj", "k_proj", "v_proj"), "qkv_proj", fix)
+        for norm in ("q_norm", "k_norm"):
+            if f"{prefix}{norm}.weight" in state_dict:
+                state_dict[f"{prefix}{norm}.weight"] = state_dict[f"{prefix}{norm}.weight"][order]
 
     def qkv_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return self.qkv_proj.weight.split(self.widths)

@@ -5,6 +5,7 @@ import torch
 import yaml
 
 from arch import ModelConfig, build_model, presets
+from arch.layers import Rotary, interleave
 from tests.arch.design_examples import HARNESS_MODEL
 
 NOMINAL_PARAMS = {
@@ -171,14 +172,23 @@ def test_cpu_presets_keep_their_backbone(preset):
 def test_checkpoints_with_separate_projections_still_load():
     """Before the fused projections, W_Q, W_K, W_V and W_gate, W_up were weights of their own."""
     model = gated(tap_layer=1)
+    hd = model.cfg.head_dim
+    to_half = torch.argsort(interleave(hd))  # the rotate-half dim order of those checkpoints
+
+    def rotate_half_rows(w):
+        return w.view(-1, hd, w.shape[-1])[:, to_half].reshape(w.shape)
+
     old = {}
     for name, tensor in model.state_dict().items():
         if name.endswith("attn.qkv_proj.weight"):
             prefix = name.removesuffix("qkv_proj.weight")
             q, k, v = tensor.split(model.blocks[0].attn.widths)
+            q, k = rotate_half_rows(q), rotate_half_rows(k)
             old.update(
                 {prefix + "q_proj.weight": q, prefix + "k_proj.weight": k, prefix + "v_proj.weight": v}
             )
+        elif name.endswith(("q_norm.weight", "k_norm.weight")):
+            old[name] = tensor[to_half]
         elif name.endswith("mlp.gate_up_proj.weight"):
             prefix = name.removesuffix("gate_up_proj.weight")
             gate, up = tensor.chunk(2)
@@ -186,6 +196,7 @@ def test_checkpoints_with_separate_projections_still_load():
         else:
             old[name] = tensor
     fresh = gated(tap_layer=1)
+    assert model.cfg.qk_norm  # the harness model: the qk-norm weights are permuted too
     torch.manual_seed(9)
     for p in fresh.parameters():
         p.data.normal_()
@@ -193,3 +204,28 @@ def test_checkpoints_with_separate_projections_still_load():
     x = torch.randint(0, 64, (2, 8))
     with torch.no_grad():
         torch.testing.assert_close(fresh(x), model(x), rtol=0, atol=0)
+
+
+def rotate_half(x, angles):
+    """The rotate-half rotary the backbone used before (pairs i, i + hd/2), written out."""
+    cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+def test_rotary_is_rotate_half_up_to_the_interleaving_permutation_in_both_paths():
+    hd, t = 16, 12
+    rotary = Rotary(hd, 32, 10000.0)
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    angles = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
+    x = torch.randn(2, 3, t, hd, dtype=torch.float64)
+    order = interleave(hd)
+    expected = rotate_half(x, angles)[..., order]
+    # the real path (float64 input; the tables are fp32), then the complex one
+    torch.testing.assert_close(rotary(x[..., order]), expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(rotary(x[..., order].float()), expected.float())
+    # scores are what attention sees: q.k unchanged by the permutation
+    q, k = torch.randn(2, 1, t, hd, dtype=torch.float64), torch.randn(2, 1, t, hd, dtype=torch.float64)
+    old = rotate_half(q, angles) @ rotate_half(k, angles).transpose(-1, -2)
+    new = rotary(q[..., order]) @ rotary(k[..., order]).transpose(-1, -2)
+    torch.testing.assert_close(new, old, rtol=1e-5, atol=1e-6)
