@@ -79,7 +79,10 @@ def plan_text(study: Study) -> str:
     if study.sampler.kind == "grid":
         lines.append(f"grid         {len(study.grid)} point(s)")
     lines += [
-        f"points       {study.n_points()} x {study.repeats} seed(s) = {study.n_runs()} trial(s)",
+        f"points       {study.n_points()} x {study.repeats} seed(s) = {study.n_runs()} trial(s)"
+        if study.repeats_max is None
+        else f"points       {study.n_points()} x {study.repeats} to {study.repeats_max} seeds (adaptive) ="
+        f" {study.n_runs()} to {study.n_runs_max()} trial(s)",
         f"objectives   {', '.join(f'{o.metric} ({o.direction})' for o in study.objectives)}",
         f"budget       {base.train.tokens} tokens per trial"
         f" = {base.max_steps} steps of {base.tokens_per_step}",
@@ -181,7 +184,7 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe) -> int:
     driver = Driver(plan, tracker, progress, probe)
     status = "FINISHED"
     try:
-        if plan.remaining():  # grid: every architecture timed in one interleaved session
+        if plan.max_remaining():  # grid: every architecture timed in one interleaved session
             probe.ensure(study.trial_config(p) for p in study.planned_points())
         backend.run(plan, driver, n, fit)
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C (Lightning turns it into SystemExit)

@@ -31,6 +31,7 @@ from optuna.trial import TrialState
 
 from sweeps import storage as storages
 from sweeps.space import point_id
+from sweeps import adaptive
 from sweeps.spec import Study
 
 INTERRUPTED = "interrupted"
@@ -100,9 +101,18 @@ class Plan:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             self.optuna.set_metric_names([o.metric for o in study.objectives])
-        self.target = study.n_runs()
-
         self.shared = storages.shared(self.storage)
+
+    @property
+    def target(self) -> int:
+        """Runs the study makes: every point's seeds (adaptive: as decided so far)."""
+        if self.study.repeats_max is None:
+            return self.study.n_runs()
+        return sum(adaptive.seed_counts(self).values())
+
+    def max_remaining(self) -> int:
+        """The most runs still to come (adaptive seeds: if every point went to `max`)."""
+        return max(0, self.study.n_runs_max() - self.done())
 
     def lock(self):
         return storages.study_lock(self.storage, self.study.storage_url(), self.study.name)
@@ -188,17 +198,27 @@ class Plan:
             self.optuna.enqueue_trial(run.point, user_attrs={"repeat": run.repeat, "point": run.point_id})
 
     def _enqueue_grid(self) -> None:
+        trials = self.optuna.get_trials(deepcopy=False)
         taken = {
             (t.user_attrs.get("point"), t.user_attrs.get("repeat"))
-            for t in self.optuna.get_trials(deepcopy=False)
+            for t in trials
             if is_done(t) or t.state in (TrialState.WAITING, TrialState.RUNNING)
         }
+        counts = adaptive.extend(self, trials, is_done)  # adaptive seeds: the next round, once decided
         # Seed-major: every point with seed 0, then every point with seed 1, ...: a slow minute
         # of the machine is spread over the designs instead of landing on one point's seeds.
-        for r in range(self.study.repeats):
+        for r in range(max(counts.values(), default=0)):
             for point in self.study.planned_points():
-                if (point_id(point), r) not in taken:
-                    self.optuna.enqueue_trial(point, user_attrs={"repeat": r, "point": point_id(point)})
+                pid = point_id(point)
+                if r < counts[pid] and (pid, r) not in taken:
+                    self.optuna.enqueue_trial(point, user_attrs={"repeat": r, "point": pid})
+
+    def enqueue_next_round(self) -> int:
+        """Grid: enqueues what is planned (adaptive: the next round once one is decided); returns
+        how many runs wait."""
+        with self.lock():
+            self._enqueue_grid()
+            return sum(t.state == TrialState.WAITING for t in self.trials())
 
     # --- counts -----------------------------------------------------------------------------
     def trials(self):

@@ -70,6 +70,7 @@ class Driver:
         run_id = self.run_ids.pop(run.number)
         self.tracker.client.log_metric(run_id, "sweep/wall_s", wall)
         self.tracker.finish_child(run_id, status, outcome.metrics, error)
+        self.progress.total = self.plan.target  # adaptive seeds may have planned more runs
         self.progress.finished(run.number, run.point, status, outcome.metrics, wall, error, outcome.wall_s)
         return values
 

@@ -163,6 +163,9 @@ class Study:
     reference: dict[str, Any] | None = None
     n_trials: int | None = _field(None, ge=1)  # points to run; None: the whole grid (grid) / 20
     repeats: int = _field(1, ge=1)  # runs per point, seeds trial.seed + 0..repeats-1
+    # Adaptive seeds (`repeats: {min: 2, max: 8}` in YAML sets repeats = min and this): after each
+    # round, one more seed only for the points still undecided (sweeps.adaptive), up to max.
+    repeats_max: int | None = _field(None, ge=1)
     max_concurrent: int | None = _field(None, ge=1)  # None: as many as the resources allow
     # Wall-clock limit of one trial's training, after which it is stopped and recorded as failed
     # (status timeout). None: 10 x the time the cost probe expects for the budget, plus 10 minutes.
@@ -181,6 +184,15 @@ class Study:
         space = data.get("space")
         if isinstance(space, Mapping):
             data["space"] = {k: {"choices": v} if isinstance(v, list) else v for k, v in space.items()}
+        repeats = data.get("repeats")
+        if isinstance(repeats, Mapping):  # {min, max}: adaptive seeds
+            unknown = sorted(set(repeats) - {"min", "max"})
+            if unknown or "min" not in repeats or "max" not in repeats:
+                issues.append(
+                    Issue("repeats", f"given {dict(repeats)}; allowed: an integer or {{min: m, max: M}}")
+                )
+                return None
+            data["repeats"], data["repeats_max"] = repeats["min"], repeats["max"]
         return data
 
     def check(self, path: str) -> list[Issue]:
@@ -209,6 +221,15 @@ class Study:
             )
         if self.ray.address is not None and (self.ray.num_cpus is not None or self.ray.num_gpus is not None):
             issues.append(Issue("ray.num_cpus", "applies only to a local Ray (ray.address: null)"))
+        if self.repeats_max is not None:
+            if self.repeats_max < self.repeats:
+                issues.append(
+                    Issue("repeats.max", f"given {self.repeats_max}; allowed: at least min {self.repeats}")
+                )
+            if self.sampler.kind != "grid":
+                issues.append(
+                    Issue("repeats", f"adaptive seeds with sampler {self.sampler.kind!r}; allowed: grid")
+                )
         return issues
 
     # --- derived (computed once; the frozen fields never change) ------------------------------
@@ -273,7 +294,11 @@ class Study:
         return 20
 
     def n_runs(self) -> int:
+        """Runs the study makes at least (exactly, without adaptive seeds)."""
         return self.n_points() * self.repeats
+
+    def n_runs_max(self) -> int:
+        return self.n_points() * (self.repeats_max or self.repeats)
 
     def to_dict(self) -> dict[str, Any]:
         return dump(self)
@@ -289,6 +314,9 @@ class Study:
             "objectives": dump(self.objectives),
             "n_trials": self.n_trials,
             "repeats": self.repeats,
+            **(
+                {"repeats_max": self.repeats_max} if self.repeats_max is not None else {}
+            ),  # old studies resume
             "scheduler": dump(self.scheduler),
             "reference": self.reference,
             "probe": dump(self.probe),

@@ -62,18 +62,21 @@ def run(plan, driver, concurrency: int = 1, fit=None) -> None:
             raise TrialFailed(outcome.error.splitlines()[0] if outcome.error else outcome.status)
         return values
 
-    remaining = plan.remaining()
-    if not remaining:
-        return
+    grid = plan.study.sampler.kind == "grid"
     stop = StopFlag()
     try:
-        plan.optuna.optimize(
-            objective,
-            n_trials=remaining,
-            catch=(TrialFailed,),
-            gc_after_trial=True,
-            callbacks=[lambda study, trial: study.stop() if stop.set else None],
-        )
+        # grid: the enqueued runs, round after round (adaptive seeds decide the next one when
+        # one ends); sampled: the remaining count
+        while n := plan.enqueue_next_round() if grid else plan.remaining():
+            plan.optuna.optimize(
+                objective,
+                n_trials=n,
+                catch=(TrialFailed,),
+                gc_after_trial=True,
+                callbacks=[lambda study, trial: study.stop() if stop.set else None],
+            )
+            if stop.set or not grid:
+                break
     finally:
         stop.restore()
     if stop.set:

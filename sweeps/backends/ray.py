@@ -275,7 +275,7 @@ def run(plan, driver, concurrency: int, fit=None) -> None:
     from ray.tune.search import ConcurrencyLimiter
 
     study = plan.study
-    limit = plan.remaining()
+    limit = plan.max_remaining()  # adaptive seeds: an upper bound; the searcher says when it is done
     if not limit:
         return
     first = study.objectives[0]

@@ -1,10 +1,11 @@
 """A stand-in for trainers.fit with the same contract, instant and deterministic (tests only).
 
-val_loss: 3.0, minus 0.2 for value_residual designs, plus 0.01 * seed; peak_mem_mb: 100 (+10 for
-value_residual). `train.lr >= 1` diverges; `train.min_lr_ratio == 0.5` hangs (a polling loop that
-never ends, like a data loader waiting on dead workers). FAKE_FIT_SLEEP (seconds) makes every
-run take that long (for kill/resume tests). `PROBE` stands in for the cost probe: tokens_per_s
-1000 for the baseline and 900 otherwise.
+val_loss: 3.0, minus 0.2 for value_residual designs, plus 0.01 * seed (a tanh gate: 3.0 +
+0.01 * seed + 0.05 * (-1)^seed, a difference to the baseline no number of seeds decides);
+peak_mem_mb: 100 (+10 for value_residual). `train.lr >= 1` diverges; `train.min_lr_ratio == 0.5`
+hangs (a polling loop that never ends, like a data loader waiting on dead workers).
+FAKE_FIT_SLEEP (seconds) makes every run take that long (for kill/resume tests). `PROBE` stands
+in for the cost probe: tokens_per_s 1000 for the baseline and 900 otherwise.
 """
 
 import os
@@ -20,8 +21,10 @@ def fit(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_path=Non
     while config.train.min_lr_ratio == 0.5:
         time.sleep(0.05)
     gated = config.model.residual.kind != "none"
+    noisy = gated and getattr(config.model.residual, "activation", None) == "tanh"
+    loss = 3.0 + 0.05 * (-1) ** config.seed if noisy else 3.0 - 0.2 * gated
     final = {
-        "val_loss": 3.0 - 0.2 * gated + 0.01 * config.seed,
+        "val_loss": loss + 0.01 * config.seed,
         "train_tokens_per_s": 800.0,
         "peak_mem_mb": 110.0 if gated else 100.0,
         "params_total": 1000.0,

@@ -1,0 +1,83 @@
+"""Adaptive seeds (`repeats: {min, max}`, grid studies): which points get one more seed.
+
+Every point starts with `min` seeds. When a round is finished (every planned seed of every point
+done), the fronts' statistics of the completed runs decide, once, which points are still
+undecided: a verdict against the reference that is `indistinguishable` or `undecided` on an
+objective that seeds move (not the cost probe's throughput, not exact metrics such as memory,
+which more seeds cannot change), or a front membership `p_front` strictly between
+`P_FRONT_DECIDED` and 1 - `P_FRONT_DECIDED`. Each undecided point below `max` gets the next seed,
+and so does the reference whenever another point does (pairs need shared seeds).
+
+The decisions are stored in the Optuna study (user attr `adaptive_seeds`: point id -> seeds) at
+the moment they are made, under the study's lock: a resumed or a second launcher reads them
+instead of re-deciding on more data, so the counts are the same however the launch was cut.
+"""
+
+from __future__ import annotations
+
+import json
+
+from optuna.trial import TrialState
+
+P_FRONT_DECIDED = 0.05
+UNDECIDED = ("indistinguishable", "undecided")
+ATTR = "adaptive_seeds"
+
+
+def seed_counts(plan) -> dict[str, int]:
+    """Seeds per point id as decided so far (every point at `min` before any decision)."""
+    from sweeps.space import point_id
+
+    stored = json.loads(plan.optuna.user_attrs.get(ATTR, "{}"))
+    return {point_id(p): int(stored.get(point_id(p), plan.study.repeats)) for p in plan.study.planned_points()}
+
+
+def extend(plan, trials, is_done) -> dict[str, int]:
+    """Seeds per point after deciding the round that just finished (if one did): call under the
+    study's lock. Returns the counts to enqueue up to."""
+    counts = seed_counts(plan)
+    study = plan.study
+    if study.repeats_max is None:
+        return counts
+    taken = {(t.user_attrs.get("point"), t.user_attrs.get("repeat")) for t in trials if is_done(t)}
+    if any((pid, r) not in taken for pid, n in counts.items() for r in range(n)):
+        return counts  # the round is still running: decide on finished rounds only
+    more = undecided_points(study, [t for t in trials if t.state == TrialState.COMPLETE])
+    grow = {pid for pid in more if counts.get(pid, 0) < study.repeats_max}
+    if not grow:
+        return counts
+    reference = reference_of(study, trials)
+    if reference is not None and counts[reference] < study.repeats_max:
+        grow.add(reference)
+    for pid in grow:
+        counts[pid] += 1
+    plan.optuna.set_user_attr(ATTR, json.dumps(counts, sort_keys=True))
+    return counts
+
+
+def undecided_points(study, complete) -> set[str]:
+    """Point ids whose verdict or front membership more seeds could still settle."""
+    from sweeps.pareto import probe_samples, reference_point
+    from sweeps.pareto.fronts import compute
+    from sweeps.pareto.stats import EXACT_METRICS
+
+    if not complete:
+        return set()
+    objectives = [(o.metric, o.direction) for o in study.objectives]
+    rounds = probe_samples(study, complete)
+    robust = frozenset({"tokens_per_s"} if rounds else ())
+    result = compute(complete, objectives, reference_point(study, complete), rounds, robust=robust)
+    seed_moved = [m for m, _ in objectives if m not in robust and m not in EXACT_METRICS]
+    out = set()
+    for row in result["points"]:
+        if row["point"] != result["reference"] and any(row["verdict"].get(m) in UNDECIDED for m in seed_moved):
+            out.add(row["point"])
+        if P_FRONT_DECIDED < row["p_front"] < 1 - P_FRONT_DECIDED:
+            out.add(row["point"])
+    return out
+
+
+def reference_of(study, trials) -> str | None:
+    from sweeps.pareto import reference_point
+
+    return reference_point(study, [t for t in trials if t.state == TrialState.COMPLETE])
