@@ -29,7 +29,9 @@ def seed_counts(plan) -> dict[str, int]:
     from sweeps.space import point_id
 
     stored = json.loads(plan.optuna.user_attrs.get(ATTR, "{}"))
-    return {point_id(p): int(stored.get(point_id(p), plan.study.repeats)) for p in plan.study.planned_points()}
+    return {
+        point_id(p): int(stored.get(point_id(p), plan.study.repeats)) for p in plan.study.planned_points()
+    }
 
 
 def extend(plan, trials, is_done) -> dict[str, int]:
@@ -70,7 +72,9 @@ def undecided_points(study, complete) -> set[str]:
     seed_moved = [m for m, _ in objectives if m not in robust and m not in EXACT_METRICS]
     out = set()
     for row in result["points"]:
-        if row["point"] != result["reference"] and any(row["verdict"].get(m) in UNDECIDED for m in seed_moved):
+        if row["point"] != result["reference"] and any(
+            row["verdict"].get(m) in UNDECIDED for m in seed_moved
+        ):
             out.add(row["point"])
         if P_FRONT_DECIDED < row["p_front"] < 1 - P_FRONT_DECIDED:
             out.add(row["point"])

@@ -29,9 +29,9 @@ import warnings
 import optuna
 from optuna.trial import TrialState
 
+from sweeps import adaptive
 from sweeps import storage as storages
 from sweeps.space import point_id
-from sweeps import adaptive
 from sweeps.spec import Study
 
 INTERRUPTED = "interrupted"
