@@ -39,8 +39,8 @@ from trainers.costs import (
     SyntheticStep,
     flops_per_token,
     synthetic_step,
+    synthetic_step_of,
     time_train_steps,
-    train_step_fn,
 )
 
 # One representative configuration per design family (the SATFormer paper's forms first: its
@@ -117,11 +117,10 @@ def reference_step(args, device, autocast_dtype, mark) -> SyntheticStep:
     groups = [{"params": [p for p in model.parameters() if p.dim() == 2], "weight_decay": train.weight_decay},
               {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]  # fmt: skip
     opt = torch.optim.AdamW(groups, lr=train.lr, betas=(train.beta1, train.beta2))
-    forward = torch.compile(model) if args.compile else model
-    g = torch.Generator().manual_seed(0)
-    x = torch.randint(0, model.tok.weight.shape[0], (args.batch, args.seq_len + 1), generator=g).to(device)
-    step = train_step_fn(model, opt, x[:, :-1], x[:, 1:], autocast_dtype, forward, mark)
-    return SyntheticStep(model, opt, x, forward, step)
+    vocab = model.tok.weight.shape[0]
+    return synthetic_step_of(
+        model, opt, vocab, args.batch, args.seq_len, device, autocast_dtype, args.compile, mark
+    )
 
 
 def run_design(name, residual, args, device, autocast_dtype) -> dict[str, float]:

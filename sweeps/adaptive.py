@@ -28,10 +28,11 @@ def seed_counts(plan) -> dict[str, int]:
     """Seeds per point id as decided so far (every point at `min` before any decision)."""
     from sweeps.space import point_id
 
+    ids = [point_id(p) for p in plan.study.planned_points()]
+    if plan.study.repeats_max is None:  # fixed seeds: nothing stored to read
+        return dict.fromkeys(ids, plan.study.repeats)
     stored = json.loads(plan.optuna.user_attrs.get(ATTR, "{}"))
-    return {
-        point_id(p): int(stored.get(point_id(p), plan.study.repeats)) for p in plan.study.planned_points()
-    }
+    return {pid: int(stored.get(pid, plan.study.repeats)) for pid in ids}
 
 
 def extend(plan, trials, is_done) -> dict[str, int]:

@@ -289,9 +289,26 @@ def synthetic_step(
     torch.manual_seed(0)
     model = build_model(model_cfg).to(device)
     opt = build_optimizer(model, TrainConfig())
+    return synthetic_step_of(
+        model, opt, model.cfg.vocab_size, batch, seq_len, device, autocast_dtype, compile, mark
+    )
+
+
+def synthetic_step_of(
+    model,
+    opt,
+    vocab: int,
+    batch: int,
+    seq_len: int,
+    device,
+    autocast_dtype=None,
+    compile: bool = False,
+    mark=None,
+) -> SyntheticStep:
+    """The fixed-batch training step of a built model and optimizer (a seed-0 batch of `vocab`)."""
     forward = torch.compile(model) if compile else model
     g = torch.Generator().manual_seed(0)
-    x = torch.randint(0, model.cfg.vocab_size, (batch, seq_len + 1), generator=g).to(device)
+    x = torch.randint(0, vocab, (batch, seq_len + 1), generator=g).to(device)
     step = train_step_fn(model, opt, x[:, :-1], x[:, 1:], autocast_dtype, forward, mark)
     return SyntheticStep(model, opt, x, forward, step)
 

@@ -203,7 +203,7 @@ class StaticMix(nn.Module):
         return self.lambda_tap
 
     def forward(self, j: int, v, x, v_tap, gate_hook=None):
-        lam_tap = self.lambda_tap[j].view(-1, 1)  # [width, 1] broadcasts over [B, T, N_kv, hd]
+        lam_tap = self.tap_coefficients()[j].view(-1, 1)  # [width, 1] broadcasts over [B, T, N_kv, hd]
         lam_self = self.lambda_self[j].view(-1, 1)
         return torch.addcmul(lam_self * v, lam_tap, v_tap), None
 
@@ -216,7 +216,7 @@ class StaticMix(nn.Module):
 class SoftmaxMix(StaticMix):
     """The SATFormer paper's ResFormer: l_tap = s * softmax(z) over the layers after the tap, one
     shared s (init N), logits z [N - tap, width] (init 0), l_self learned per layer (init 0.5).
-    `rows` are the logit rows of the consuming layers (the last C of them)."""
+    The consuming layers read the last C rows of the softmax (`first_row` on)."""
 
     def __init__(self, cfg: ValueResidualConfig, n_consumers: int, d_model: int, n_kv: int, n_layers: int):
         nn.Module.__init__(self)
@@ -228,14 +228,9 @@ class SoftmaxMix(StaticMix):
         self.first_row = after_tap - n_consumers
 
     def tap_coefficients(self):
+        # recomputed per consuming layer: a softmax over ~N logits, negligible next to a projection
         weights = torch.softmax(self.lambda_logits, dim=0)[self.first_row :]
         return self.lambda_scale * weights
-
-    def forward(self, j: int, v, x, v_tap, gate_hook=None):
-        # the softmax over ~N logits is recomputed per layer: negligible next to one projection
-        lam_tap = self.tap_coefficients()[j].view(-1, 1)
-        lam_self = self.lambda_self[j].view(-1, 1)
-        return torch.addcmul(lam_self * v, lam_tap, v_tap), None
 
     def make_neutral_(self) -> bool:
         self.lambda_scale.zero_()
