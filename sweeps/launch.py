@@ -62,10 +62,17 @@ def concurrency(study: Study, cpus: float | None = None, gpus: float | None = No
     if study.max_concurrent:
         return study.max_concurrent
     cpus = cpus or study.ray.num_cpus or os.cpu_count() or 1
-    n = int(cpus // study.resources.cpus)
+    n = int(cpus // study.resources.total_cpus)
     if study.resources.gpus:
-        n = min(n, int((gpus or 0) // study.resources.gpus))
+        n = min(n, int((gpus or 0) // study.resources.total_gpus))
     return max(1, n)
+
+
+def _resources_text(resources) -> str:
+    each = f"{resources.cpus:g} CPU, {resources.gpus:g} GPU"
+    if resources.workers == 1:
+        return f"{each} per trial"
+    return f"{resources.workers} data-parallel workers x ({each}) per trial"
 
 
 def plan_text(study: Study) -> str:
@@ -89,8 +96,7 @@ def plan_text(study: Study) -> str:
         f"scheduler    {study.scheduler.kind}",
         f"backend      {study.backend}"
         + (f" (Ray at {study.ray.address or 'a local Ray started here'})" if study.backend == "ray" else ""),
-        f"resources    {study.resources.cpus:g} CPU, {study.resources.gpus:g} GPU per trial; "
-        f"{concurrency(study)} at a time",
+        f"resources    {_resources_text(study.resources)}; {concurrency(study)} at a time",
         f"mlflow       {study.mlflow_uri()} experiment {study.experiment_name!r}",
         f"optuna       {study.storage_url()} study {study.name!r}",
         f"results      {study.results_dir()}",

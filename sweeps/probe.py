@@ -17,6 +17,10 @@ results/<name>/costs.json by architecture hash and machine (host, CPU or GPU mod
 a resumed or extended study re-times nothing; each run's child in MLflow gets both values. It
 runs where trials run: in the launcher for backend local, as a Ray task with one trial's
 resources for backend ray (on the trial's kind of device).
+
+A data-parallel trial (`resources.workers` k) is probed as one worker's step on its share of the
+batch, and `tokens_per_s` is k times that worker's: the compute a design costs at that scale,
+without the gradient all-reduce (the trial's own `train_tokens_per_s` includes it).
 """
 
 from __future__ import annotations
@@ -33,14 +37,19 @@ from pathlib import Path
 
 
 def architecture(cfg) -> dict:
-    """What the cost of a training step depends on (a `TrialConfig` without seed, data, budget)."""
+    """What the cost of a training step depends on (a `TrialConfig` without seed, data, budget).
+
+    Data-parallel trials (`train.workers` k > 1) are timed as one worker's step, on its share of
+    the batch (`batch_size` / k); `workers` scales the tokens/s back to the global batch."""
+    workers = cfg.train.workers
     return {
         "model": cfg.model.to_dict(),
-        "batch_size": cfg.train.batch_size,
+        "batch_size": cfg.train.batch_size // workers,
         "seq_len": cfg.data.seq_len,
         "precision": cfg.train.precision,
         "compile": cfg.train.compile,
         "num_threads": cfg.train.num_threads,
+        **({"workers": workers} if workers > 1 else {}),  # single-worker cache keys stay as they were
     }
 
 
@@ -166,7 +175,7 @@ class Probe:
         self.seconds += time.time() - start
         table = self.entries.setdefault(result["machine"], {})
         base_s = result["seconds_per_step"][base_key]
-        tokens = baseline["batch_size"] * baseline["seq_len"]
+        tokens = baseline["batch_size"] * baseline["seq_len"] * baseline.get("workers", 1)
         if base_key not in table:
             base_tps = tokens / statistics.median(result["trial_threads_seconds"])
             table[base_key] = _entry(baseline, base_s, base_s, base_tps)

@@ -111,10 +111,21 @@ class SchedulerConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ResourcesConfig:
-    """What one trial gets (fractions allowed, e.g. gpus: 0.5 packs two trials per GPU)."""
+    """What one trial gets: `workers` data-parallel processes (trainers.distributed), each with
+    `cpus` and `gpus` (fractions allowed, e.g. gpus: 0.5 packs two single-worker trials per GPU).
+    The launcher sets every trial's `train.workers` from `workers`."""
 
+    workers: int = _field(1, ge=1)
     cpus: float = _field(1.0, gt=0)
     gpus: float = _field(0.0, ge=0)
+
+    @property
+    def total_cpus(self) -> float:
+        return self.workers * self.cpus
+
+    @property
+    def total_gpus(self) -> float:
+        return self.workers * self.gpus
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,7 +204,7 @@ class Study:
                 )
                 return None
             data["repeats"], data["repeats_max"] = repeats["min"], repeats["max"]
-        return data
+        return _workers_into_trial(data, issues)
 
     def check(self, path: str) -> list[Issue]:
         issues = []
@@ -306,10 +317,14 @@ class Study:
     def fingerprint(self) -> dict[str, str]:
         """What defines this study's results, flattened to key paths -> JSON values: the resolved
         base trial, the space, sampler, objectives, counts, scheduler, reference and probe.
-        Not in it (changing them changes no result): max_concurrent, resources, backend, ray,
-        output, name and description."""
+        Not in it (changing them changes no result): max_concurrent, resources (but its workers,
+        in the trial: they change the memory of a worker), backend, ray, output, name and
+        description."""
+        trial = self.base.to_dict()
+        if trial["train"]["workers"] == 1:  # the default: older studies' fingerprints stay as they were
+            del trial["train"]["workers"]
         parts = {
-            "trial": self.base.to_dict(),
+            "trial": trial,
             "sampler": dump(self.sampler),
             "objectives": dump(self.objectives),
             "n_trials": self.n_trials,
@@ -334,6 +349,25 @@ class Study:
 
 
 # --- loading ------------------------------------------------------------------------------------
+
+
+def _workers_into_trial(data: dict, issues: list[Issue]) -> dict:
+    """`resources.workers` is the one home of a study's worker count: copied into the trial."""
+    resources, trial = data.get("resources"), data.get("trial")
+    train = trial.get("train") if isinstance(trial, Mapping) else None
+    if isinstance(train, Mapping) and "workers" in train:
+        issues.append(Issue("trial.train.workers", "a study sets it with resources.workers"))
+        return data
+    space = data.get("space")
+    if isinstance(space, Mapping) and "train.workers" in space:
+        issues.append(Issue("space.train.workers", "a study sets it with resources.workers (one value)"))
+        return data
+    workers = resources.get("workers", 1) if isinstance(resources, Mapping) else 1
+    if workers == 1 or not isinstance(trial if trial is not None else {}, Mapping):
+        return data  # 1 is the trial's default (and keeps older studies' fingerprints)
+    trial = copy.deepcopy(dict(trial or {}))
+    trial["train"] = {**(trial.get("train") or {}), "workers": workers}
+    return {**data, "trial": trial}
 
 
 def _read_yaml(path: Path, issues_path: str = "") -> dict:
@@ -510,15 +544,28 @@ def _check_resources(study: Study) -> list[Issue]:
         return []
     cpus = study.ray.num_cpus or os.cpu_count() or 1
     gpus = study.ray.num_gpus if study.ray.num_gpus is not None else local_gpu_count()
+    return resource_issues(study.resources, cpus, gpus, "this machine")
+
+
+def resource_issues(resources: ResourcesConfig, cpus: float, gpus: float, where: str) -> list[Issue]:
+    """What one trial (all its workers) asks for beyond `cpus` / `gpus` of `where`."""
     issues = []
-    if study.resources.cpus > cpus:
-        issues.append(
-            Issue("resources.cpus", f"given {study.resources.cpus}; allowed: at most {cpus} (this machine)")
-        )
-    if study.resources.gpus > gpus:
-        issues.append(
-            Issue("resources.gpus", f"given {study.resources.gpus}; allowed: at most {gpus} (this machine)")
-        )
+    for kind, per_worker, total, have in (
+        ("cpus", resources.cpus, resources.total_cpus, cpus),
+        ("gpus", resources.gpus, resources.total_gpus, gpus),
+    ):
+        if total <= have:
+            continue
+        if resources.workers == 1:
+            issues.append(Issue(f"resources.{kind}", f"given {per_worker}; allowed: at most {have:g} ({where})"))
+        else:
+            issues.append(
+                Issue(
+                    "resources.workers",
+                    f"given {resources.workers} workers x {per_worker:g} {kind} = {total:g} {kind} a trial; "
+                    f"allowed: at most {have:g} {kind} ({where})",
+                )
+            )
     return issues
 
 

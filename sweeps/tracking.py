@@ -212,6 +212,7 @@ class Tracker:
             "sweep.point": pid,
             "sweep.seed": str(seed),
             "sweep.status": "running",
+            "sweep.workers": str(resolved.get("train", {}).get("workers", 1)),  # data-parallel processes
             **design,
         }
         run = self.client.create_run(self.experiment_id, tags=tags, run_name=tags["mlflow.runName"])

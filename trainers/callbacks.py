@@ -11,7 +11,7 @@ import time
 import lightning.pytorch as pl
 import torch
 
-from trainers.costs import MIB, PeakMeter, StepMemoryMeter, flops_per_token
+from trainers.costs import MIB, PeakMeter, StepMemoryMeter, ddp_bucket_bytes, flops_per_token
 
 
 class ModelStats(pl.Callback):
@@ -99,6 +99,10 @@ class StepMemory(pl.Callback):
     state; 0 for one-step runs) with `trainers.costs.StepMemoryMeter`. The same architecture and
     batch shape give the same bytes whatever the seed. `rss_peak_mb`: the process's peak resident
     set size over training (CPU; the allocator peak on CUDA), for information only.
+
+    Data-parallel (DDP): measured on step 2, after DDP has rebuilt its gradient buckets (it does so
+    in the second step's forward); the buckets are counted (`mem_ddp_buckets_mb`: on CUDA the
+    allocator sees them, on CPU they are added, since they were allocated before the step).
     """
 
     def __init__(self, measure_step: int = 1):
@@ -109,7 +113,8 @@ class StepMemory(pl.Callback):
         self._target = measure_step
 
     def on_train_start(self, trainer, pl_module) -> None:
-        self._target = min(self.measure_step, max(0, trainer.max_steps - 1))
+        step = self.measure_step + (1 if trainer.world_size > 1 else 0)
+        self._target = min(step, max(0, trainer.max_steps - 1))
         self._rss = PeakMeter(pl_module.device).__enter__()
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
@@ -120,7 +125,8 @@ class StepMemory(pl.Callback):
             # free of a block allocated before it started, so free them before it starts.
             trainer.optimizers[0].zero_grad(set_to_none=True)
             self._meter = StepMemoryMeter(pl_module.device)
-            self._meter.start(pl_module, trainer.optimizers[0], batch)
+            buckets = ddp_bucket_bytes(trainer.strategy.model)
+            self._meter.start(pl_module, trainer.optimizers[0], batch, comm_buckets=buckets)
 
     def on_before_backward(self, trainer, pl_module, loss) -> None:
         if self._meter is not None:

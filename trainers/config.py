@@ -144,7 +144,20 @@ class TrainConfig:
     gate_stats_every: int = _at_least(50)
     precision: Literal["auto", "32-true", "bf16-mixed"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
     compile: bool = False
-    num_threads: int | None = None  # CPU threads for torch (None: leave as is)
+    num_threads: int | None = None  # CPU threads for torch, per worker (None: the cores shared out)
+    # Data-parallel processes of one run (trainers.distributed); batch_size stays the global batch.
+    workers: int = _at_least(1)
+
+    def check(self, path: str) -> list[Issue]:
+        if self.batch_size % self.workers:
+            return [
+                Issue(
+                    join(path, "batch_size"),
+                    f"given {self.batch_size}; allowed: a multiple of workers ({self.workers}): it is "
+                    "the global batch, split evenly across the workers",
+                )
+            ]
+        return []
 
 
 @dataclasses.dataclass(frozen=True)

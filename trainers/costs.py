@@ -133,15 +133,28 @@ class StepMemory:
     grads: int
     optimizer: int
     activations: int
+    comm_buckets: int = 0  # data-parallel: DDP's flat gradient buckets (one more copy of the grads)
 
     def metrics(self) -> dict[str, float]:
-        return {
+        out = {
             "peak_mem_mb": self.peak / MIB,
             "mem_params_mb": self.params / MIB,
             "mem_grads_mb": self.grads / MIB,
             "mem_optimizer_mb": self.optimizer / MIB,
             "mem_activations_mb": self.activations / MIB,
         }
+        if self.comm_buckets:
+            out["mem_ddp_buckets_mb"] = self.comm_buckets / MIB
+        return out
+
+
+def ddp_bucket_bytes(wrapped) -> int:
+    """Bytes of the gradient buckets a DistributedDataParallel module holds for all-reduce (0 for
+    anything else): allocated once, before any measured step, so the CPU meter adds them."""
+    if not isinstance(wrapped, torch.nn.parallel.DistributedDataParallel):
+        return 0
+    sizes = wrapped._get_ddp_logging_data().get("bucket_sizes", "")
+    return sum(int(size) for size in str(sizes).replace(",", " ").split())
 
 
 class StepMemoryMeter:
@@ -158,12 +171,12 @@ class StepMemoryMeter:
     def cuda(self) -> bool:
         return self.device.type == "cuda"
 
-    def start(self, model: torch.nn.Module, optimizer, batch=()) -> None:
-        self.model, self.optimizer = model, optimizer
+    def start(self, model: torch.nn.Module, optimizer, batch=(), comm_buckets: int = 0) -> None:
+        self.model, self.optimizer, self.comm_buckets = model, optimizer, comm_buckets
         batch_tensors = [batch] if isinstance(batch, torch.Tensor) else list(batch or ())
         params = list(model.parameters())
         grads = [p.grad for p in params if p.grad is not None]  # the last step's, freed by zero_grad
-        self.static = tensor_bytes(
+        self.static = comm_buckets + tensor_bytes(
             [*params, *grads, *model.buffers(), *optimizer_state_tensors(optimizer), *batch_tensors]
         )
         self.at_backward = None
@@ -215,6 +228,7 @@ class StepMemoryMeter:
             grads=tensor_bytes(trainable),  # a gradient is the size of its parameter
             optimizer=optimizer,
             activations=activations,
+            comm_buckets=self.comm_buckets,
         )
 
     def abandon(self) -> None:

@@ -11,3 +11,6 @@ class TrainingDiverged(RuntimeError):
         self.step = step
         self.value = value
         super().__init__(f"training diverged at step {step}: loss is {value}")
+
+    def __reduce__(self):  # crosses process boundaries (data-parallel workers) as itself
+        return type(self), (self.step, self.value)

@@ -27,6 +27,7 @@ _WARNINGS = (
     r".*Checkpoint directory.*exists and is not empty.*",
     r".*treat the model as a generator.*",
     r".*isinstance\(treespec, LeafSpec\).*",
+    r".*sync_dist=True.*",  # data-parallel: what the module logs is reduced over workers already
 )
 
 
@@ -56,15 +57,45 @@ def fit(
     extra Lightning loggers and callbacks (the sweep launcher passes an MLFlowLogger and a Ray
     Tune reporting callback). `data_root` overrides the data cache root ($SATSWEEP_DATA).
     `checkpoint_path`: where to save the final checkpoint (none is written otherwise).
+    With `train.workers` > 1 the run is data-parallel on that many fresh processes of this
+    machine (`trainers.distributed`; loggers and callbacks must then pickle).
 
     Returns the final metrics: those in `METRICS`, `mqar_acc` for MQAR, the memory breakdown,
     `lr`, and the latest gate statistics of gated designs. Raises `TrainingDiverged` on a
     NaN/inf loss and `ConfigError` on an invalid mapping.
     """
     cfg = config if isinstance(config, TrialConfig) else TrialConfig.from_dict(config)
+    kwargs = dict(
+        loggers=list(loggers), callbacks=list(callbacks), data_root=data_root,
+        checkpoint_path=checkpoint_path, progress_bar=progress_bar,
+    )  # fmt: skip
+    if cfg.train.workers == 1:
+        return fit_process(cfg, **kwargs)
+    from trainers.distributed import spawn_fit
+
+    return spawn_fit(cfg.to_dict(), cfg.train.workers, **kwargs)
+
+
+def fit_process(
+    cfg: TrialConfig,
+    *,
+    loggers: Iterable = (),
+    callbacks: Iterable = (),
+    data_root=None,
+    checkpoint_path=None,
+    progress_bar: bool = False,
+    lightning: Mapping | None = None,
+) -> dict[str, float]:
+    """`fit` in this process: the whole run, or one worker's part of a data-parallel run
+    (`lightning`: the Trainer's devices/strategy/plugins for it, `trainers.distributed`)."""
     _quiet_lightning()
-    if cfg.train.num_threads is not None:
-        torch.set_num_threads(cfg.train.num_threads)
+    threads = cfg.train.num_threads
+    if cfg.train.workers > 1:
+        from trainers.distributed import worker_threads
+
+        threads = worker_threads(cfg.train.workers, threads)
+    if threads is not None:
+        torch.set_num_threads(threads)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
 
     data = build_datamodule(cfg, data_root)
@@ -80,7 +111,8 @@ def fit(
         max_steps=cfg.max_steps,
         max_epochs=-1,
         accelerator="auto",
-        devices=1,
+        **(lightning or {"devices": 1}),
+        use_distributed_sampler=False,  # every worker keeps its rows of the global batch (data module)
         precision=resolve_precision(cfg.train.precision),
         accumulate_grad_batches=cfg.train.grad_accum,
         gradient_clip_val=cfg.train.grad_clip,
@@ -107,6 +139,10 @@ def fit(
 
     for cb in own:
         metrics.update(cb.metrics())
+    if trainer.world_size > 1:
+        from trainers.distributed import max_over_workers
+
+        metrics = max_over_workers(metrics)
     metrics["tokens"] = float(module.tokens_seen)
     metrics["steps"] = float(trainer.global_step)
     for logger in loggers:

@@ -55,10 +55,13 @@ class LanguageModel(pl.LightningModule):
         else:
             logits = self._forward(inputs)
         loss = self._loss(logits, targets)
-        value = loss.detach().item()
+        # Data-parallel: the mean over workers (their shares are the same size), so the logged loss
+        # is the global batch's and every worker sees a divergence at the same step.
+        shown = self.trainer.strategy.reduce(loss.detach().clone(), reduce_op="mean")
+        value = shown.item()
         if not math.isfinite(value):
             raise TrainingDiverged(self.global_step, value)
-        self.log("train_loss", loss.detach(), on_step=True, on_epoch=False)
+        self.log("train_loss", shown, on_step=True, on_epoch=False)
         self.log("lr", self.lr_schedulers().get_last_lr()[0], on_step=True, on_epoch=False)
         return loss
 
@@ -67,6 +70,8 @@ class LanguageModel(pl.LightningModule):
 
     def validation_step(self, batch, batch_idx):
         inputs, targets = batch
+        if not len(inputs):  # a data-parallel worker's share of a short last batch
+            return
         logits = self._forward(inputs)
         mask = targets != IGNORE
         n = mask.sum()
@@ -74,8 +79,8 @@ class LanguageModel(pl.LightningModule):
         self._val_sums += torch.stack([self._loss(logits, targets).double() * n, n.double(), right.double()])
 
     def on_validation_epoch_end(self) -> None:
-        """Token-weighted means over the whole validation set."""
-        total, n, right = self._val_sums.tolist()
+        """Token-weighted means over the whole validation set (summed over data-parallel workers)."""
+        total, n, right = self.trainer.strategy.reduce(self._val_sums, reduce_op="sum").tolist()
         loss = total / max(n, 1.0)
         self.log("val_loss", loss)
         self.log("val_ppl", math.exp(min(loss, 80.0)))

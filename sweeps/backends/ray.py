@@ -27,7 +27,7 @@ import time
 import warnings
 from pathlib import Path
 
-from arch.configtree import ConfigError, Issue
+from arch.configtree import ConfigError
 from sweeps.storage import Heartbeats
 from sweeps.trial import Outcome, TrialTask, execute
 
@@ -69,15 +69,9 @@ def connect(study) -> tuple[float, float]:
             remember_processes(study.results_dir() / RAY_PROCESSES)
     res = ray.cluster_resources()
     cpus, gpus = float(res.get("CPU", 0)), float(res.get("GPU", 0))
-    issues = []
-    if study.resources.cpus > cpus:
-        issues.append(
-            Issue("resources.cpus", f"given {study.resources.cpus:g}; allowed: at most {cpus:g} (cluster)")
-        )
-    if study.resources.gpus > gpus:
-        issues.append(
-            Issue("resources.gpus", f"given {study.resources.gpus:g}; allowed: at most {gpus:g} (cluster)")
-        )
+    from sweeps.spec import resource_issues
+
+    issues = resource_issues(study.resources, cpus, gpus, "cluster")
     if issues:
         ray.shutdown()
         raise ConfigError(issues)
@@ -129,7 +123,12 @@ def trainable(config: dict, fit=None) -> None:
 
     task = TrialTask(**config["task"])
     tag_node(task)
-    outcome = execute(task, report=tune.report, fit=fit)
+    if task.workers > 1 and fit is None:  # data-parallel: its workers report through Ray Train
+        from sweeps.backends.ray_train import fit_on_ray_train
+
+        outcome = execute(task, fit=fit_on_ray_train(task))
+    else:
+        outcome = execute(task, report=tune.report, fit=fit)
     tune.report(
         {**outcome.metrics, "sweep_status": outcome.status, "sweep_error": outcome.error[:4000],
          "sweep_wall_s": outcome.wall_s, "sweep_metrics": json.dumps(sorted(outcome.metrics))}
@@ -298,6 +297,8 @@ def run(plan, driver, concurrency: int, fit=None) -> None:
             reduction_factor=study.scheduler.reduction_factor,
         )
     resources = {"cpu": study.resources.cpus, "gpu": study.resources.gpus}
+    if study.resources.workers > 1:  # the Tune trial only drives; Ray Train's workers hold the resources
+        resources = {"cpu": 0, "memory": 2**20}  # Tune refuses an empty request; 1 MiB asks ~nothing
     reuse = study.ray.reuse_actors
     # A shared study never reuses: Tune keeps cached actors (and their CPUs/GPUs) while its searcher
     # is not finished, so a launcher waiting on another's last runs would starve them (deadlock).

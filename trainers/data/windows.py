@@ -74,10 +74,30 @@ class LMDataModule(pl.LightningDataModule):
         self.val_set: Dataset | None = None
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_set, batch_size=None, shuffle=False, num_workers=0)
+        return DataLoader(self._share(self.train_set), batch_size=None, shuffle=False, num_workers=0)
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val_set, batch_size=None, shuffle=False, num_workers=0)
+        return DataLoader(self._share(self.val_set), batch_size=None, shuffle=False, num_workers=0)
+
+    def _share(self, batches: Dataset) -> Dataset:
+        trainer = getattr(self, "trainer", None)
+        if trainer is None or trainer.world_size == 1:
+            return batches
+        return WorkerShare(batches, trainer.global_rank, trainer.world_size)
+
+
+class WorkerShare(Dataset):
+    """Worker `rank`'s rows of every (global) batch of `batches`: data-parallel workers draw the
+    same batch and each keeps its own contiguous slice (even slices when `world` divides B)."""
+
+    def __init__(self, batches: Dataset, rank: int, world: int):
+        self.batches, self.rank, self.world = batches, rank, world
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, i: int):
+        return tuple(t.tensor_split(self.world)[self.rank] for t in self.batches[i])
 
 
 class WindowDataModule(LMDataModule):

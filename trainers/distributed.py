@@ -1,0 +1,181 @@
+"""Data-parallel training of one trial on `train.workers` processes (DDP; gloo on CPU, nccl on CUDA).
+
+Semantics, whoever starts the processes:
+- `train.batch_size` is the global batch: every worker draws the same global batch (it depends
+  only on the seed and the step) and keeps its own `batch_size / workers` rows, so a k-worker
+  run sees exactly the examples of a 1-worker run;
+- the token budget, `tokens`, `train_tokens_per_s` and the losses are global (losses are
+  averaged over workers every step, which also makes a divergence stop every worker together);
+- `peak_mem_mb` and its breakdown are the maximum over workers;
+- rank 0 alone logs to the loggers, reports and writes the checkpoint.
+
+Two ways to start the workers:
+- `spawn_fit` (backend local, `python -m trainers.train`): k processes on this machine, each runs
+  `trainers.fit.fit_process` with Lightning's `DDPStrategy` and a `LightningEnvironment` told its
+  rank by the environment. (Lightning's own script launcher re-runs `sys.argv`, which would start
+  the sweep launcher k times, and its spawn launcher keeps only rank 0's `callback_metrics`.)
+- Ray Train (`sweeps.backends.ray`): a `TorchTrainer`'s workers run `fit_process` with
+  `RayDDPStrategy` and `RayLightningEnvironment` (`ray_lightning_kwargs`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing
+import multiprocessing.connection
+import os
+import socket
+import traceback
+from collections.abc import Iterable
+
+# A worker that dies leaves the others waiting in a collective; they give up after this.
+COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=5)
+MEMORY_KEYS = (
+    "peak_mem_mb", "mem_params_mb", "mem_grads_mb", "mem_optimizer_mb", "mem_activations_mb", "mem_ddp_buckets_mb",
+)  # fmt: skip
+
+
+def process_group_backend() -> str:
+    import torch
+
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def worker_threads(workers: int, num_threads: int | None) -> int:
+    """Torch threads of one worker: the trial's setting, else this machine's cores shared out."""
+    return num_threads or max(1, (os.cpu_count() or 1) // workers)
+
+
+def lightning_kwargs(workers: int) -> dict:
+    """Trainer arguments of one of `workers` processes started by `spawn_fit`."""
+    from lightning.pytorch.plugins.environments import LightningEnvironment
+    from lightning.pytorch.strategies import DDPStrategy
+
+    return {
+        "devices": workers,
+        "num_nodes": 1,
+        "strategy": DDPStrategy(
+            process_group_backend=process_group_backend(),
+            cluster_environment=LightningEnvironment(),  # LOCAL_RANK set: processes exist already
+            timeout=COLLECTIVE_TIMEOUT,
+        ),
+    }
+
+
+def ray_lightning_kwargs() -> dict:
+    """Trainer arguments inside a Ray Train worker (Ray made the process group)."""
+    from ray.train.lightning import RayDDPStrategy, RayLightningEnvironment
+
+    return {"devices": "auto", "strategy": RayDDPStrategy(), "plugins": [RayLightningEnvironment()]}
+
+
+def max_over_workers(metrics: dict[str, float], keys: Iterable[str] = MEMORY_KEYS) -> dict[str, float]:
+    """`metrics` with `keys` replaced by their maximum over the process group (when there is one)."""
+    import torch
+    import torch.distributed as dist
+
+    present = [k for k in keys if k in metrics]
+    if not present or not (dist.is_available() and dist.is_initialized()):
+        return metrics
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+    values = torch.tensor([metrics[k] for k in present], dtype=torch.float64, device=device)
+    dist.all_reduce(values, op=dist.ReduceOp.MAX)
+    return {**metrics, **dict(zip(present, values.tolist(), strict=True))}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class WorkerFailed(RuntimeError):
+    """A worker process ended without a result (killed, or an error that could not be sent)."""
+
+
+def spawn_fit(config_tree: dict, workers: int, **fit_kwargs) -> dict[str, float]:
+    """Trains on `workers` fresh processes of this machine; returns rank 0's metrics or raises the
+    first worker's error (a TrainingDiverged stays one). `fit_kwargs` (loggers, callbacks, ...)
+    are pickled to the workers. Every worker is stopped when one fails or this call is
+    interrupted (the trial's wall-clock limit included)."""
+    ctx = multiprocessing.get_context("spawn")  # fork would copy this process's threads (MLflow, Ray)
+    port = free_port()
+    results = ctx.SimpleQueue()
+    procs = [
+        ctx.Process(
+            target=_worker_main,
+            args=(rank, workers, port, config_tree, fit_kwargs, results),
+            name=f"satsweep-rank{rank}",
+        )
+        for rank in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        return _collect(procs, results)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+
+def _collect(procs, results) -> dict[str, float]:
+    """Reads the workers' results while they run (a payload larger than a pipe's buffer blocks
+    its writer until it is read) and raises the first error as soon as it arrives."""
+    waiting = {p.sentinel: p for p in procs}
+    metrics = None
+
+    def drain():
+        nonlocal metrics
+        while not results.empty():
+            rank, status, payload = results.get()
+            if status == "error":
+                raise payload
+            if rank == 0:
+                metrics = payload
+
+    while waiting:
+        drain()
+        for sentinel in multiprocessing.connection.wait(list(waiting), timeout=0.5):
+            proc = waiting.pop(sentinel)
+            proc.join()  # the sentinel fires before the exit code is read
+            if proc.exitcode != 0:
+                drain()
+                raise WorkerFailed(f"{proc.name} ended with exit code {proc.exitcode} and no result")
+    drain()
+    if metrics is None:
+        raise WorkerFailed("rank 0 ended without a result")
+    return metrics
+
+
+def _worker_main(rank: int, workers: int, port: int, config_tree: dict, fit_kwargs: dict, results) -> None:
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(workers),
+        NODE_RANK="0", LOCAL_RANK=str(rank), RANK=str(rank),
+    )  # fmt: skip
+    try:
+        from trainers.config import TrialConfig
+        from trainers.fit import fit_process
+
+        cfg = TrialConfig.from_dict(config_tree)
+        metrics = fit_process(cfg, **fit_kwargs, lightning=lightning_kwargs(workers))
+        results.put((rank, "ok", metrics if rank == 0 else None))
+    except BaseException as err:  # sent to the parent, which raises it
+        results.put((rank, "error", _picklable(err)))
+        raise SystemExit(1) from None
+
+
+def _picklable(err: BaseException) -> BaseException:
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(err))
+        return err
+    except Exception:
+        text = "".join(traceback.format_exception(err))
+        return RuntimeError(f"{type(err).__name__}: {err}\n\n{text}")
