@@ -38,9 +38,6 @@ class TrialTask:
     data_root: str | None = None
     keep_checkpoint: bool = False  # log the final weights (trainers.records.CHECKPOINT_ARTIFACT)
     timeout_s: float | None = None  # wall-clock limit of the training (None: none)
-    worker_cpus: float = 1.0  # per data-parallel worker (Ray Train's resources for each)
-    worker_gpus: float = 0.0
-    results_dir: str | None = None  # the study's results folder (Ray Train keeps its run folder there)
 
     @property
     def workers(self) -> int:

@@ -9,13 +9,12 @@ Semantics, whoever starts the processes:
 - `peak_mem_mb` and its breakdown are the maximum over workers;
 - rank 0 alone logs to the loggers, reports and writes the checkpoint.
 
-Two ways to start the workers:
-- `spawn_fit` (backend local, `python -m trainers.train`): k processes on this machine, each runs
-  `trainers.fit.fit_process` with Lightning's `DDPStrategy` and a `LightningEnvironment` told its
-  rank by the environment. (Lightning's own script launcher re-runs `sys.argv`, which would start
-  the sweep launcher k times, and its spawn launcher keeps only rank 0's `callback_metrics`.)
-- Ray Train (`sweeps.backends.ray`): a `TorchTrainer`'s workers run `fit_process` with
-  `RayDDPStrategy` and `RayLightningEnvironment` (`ray_lightning_kwargs`).
+The workers are started by `spawn_fit` (every backend, `python -m trainers.train`): k processes
+on one machine, each runs `trainers.fit.fit_process` with Lightning's `DDPStrategy` and a
+`LightningEnvironment` told its rank by the environment. (Lightning's own script launcher
+re-runs `sys.argv`, which would start the sweep launcher k times, and its spawn launcher keeps
+only rank 0's `callback_metrics`.) Workers spread over several Ray nodes (Ray Train) are not
+built yet.
 """
 
 from __future__ import annotations
@@ -31,7 +30,8 @@ from collections.abc import Iterable
 # A worker that dies leaves the others waiting in a collective; they give up after this.
 COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=5)
 MEMORY_KEYS = (
-    "peak_mem_mb", "mem_params_mb", "mem_grads_mb", "mem_optimizer_mb", "mem_activations_mb", "mem_ddp_buckets_mb",
+    "peak_mem_mb", "mem_params_mb", "mem_grads_mb", "mem_optimizer_mb", "mem_activations_mb",
+    "mem_ddp_buckets_mb",
 )  # fmt: skip
 
 
@@ -60,13 +60,6 @@ def lightning_kwargs(workers: int) -> dict:
             timeout=COLLECTIVE_TIMEOUT,
         ),
     }
-
-
-def ray_lightning_kwargs() -> dict:
-    """Trainer arguments inside a Ray Train worker (Ray made the process group)."""
-    from ray.train.lightning import RayDDPStrategy, RayLightningEnvironment
-
-    return {"devices": "auto", "strategy": RayDDPStrategy(), "plugins": [RayLightningEnvironment()]}
 
 
 def max_over_workers(metrics: dict[str, float], keys: Iterable[str] = MEMORY_KEYS) -> dict[str, float]:

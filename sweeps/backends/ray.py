@@ -123,12 +123,9 @@ def trainable(config: dict, fit=None) -> None:
 
     task = TrialTask(**config["task"])
     tag_node(task)
-    if task.workers > 1 and fit is None:  # data-parallel: its workers report through Ray Train
-        from sweeps.backends.ray_train import fit_on_ray_train
-
-        outcome = execute(task, fit=fit_on_ray_train(task))
-    else:
-        outcome = execute(task, report=tune.report, fit=fit)
+    # Data-parallel trials run their workers as processes on this trial's node (trainers.distributed),
+    # which cannot call tune.report: they report once, at the end (ASHA is refused for them).
+    outcome = execute(task, report=tune.report if task.workers == 1 else None, fit=fit)
     tune.report(
         {**outcome.metrics, "sweep_status": outcome.status, "sweep_error": outcome.error[:4000],
          "sweep_wall_s": outcome.wall_s, "sweep_metrics": json.dumps(sorted(outcome.metrics))}
@@ -296,9 +293,7 @@ def run(plan, driver, concurrency: int, fit=None) -> None:
             grace_period=study.scheduler.grace_tokens or max(1, budget // 8),
             reduction_factor=study.scheduler.reduction_factor,
         )
-    resources = {"cpu": study.resources.cpus, "gpu": study.resources.gpus}
-    if study.resources.workers > 1:  # the Tune trial only drives; Ray Train's workers hold the resources
-        resources = {"cpu": 0, "memory": 2**20}  # Tune refuses an empty request; 1 MiB asks ~nothing
+    resources = {"cpu": study.resources.total_cpus, "gpu": study.resources.total_gpus}
     reuse = study.ray.reuse_actors
     # A shared study never reuses: Tune keeps cached actors (and their CPUs/GPUs) while its searcher
     # is not finished, so a launcher waiting on another's last runs would starve them (deadlock).

@@ -1,0 +1,42 @@
+"""A study of 2-worker trials through the Ray backend: real DDP training (gloo on CPU processes)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from optuna.trial import TrialState
+
+from sweeps.launch import launch
+from sweeps.spec import load_study
+from tests.sweeps.helpers import mlflow_runs, optuna_trials, write_study
+
+
+def test_two_worker_trials_on_ray_record_like_single_ones_and_a_diverging_one_fails(tmp_path):
+    path = write_study(
+        tmp_path,
+        repeats=1,
+        backend="ray",
+        resources={"workers": 2, "cpus": 1},
+        ray={"num_cpus": 2},
+        space={
+            "model.residual": {"choices": {"baseline": {"kind": "none"}, "sat": {"kind": "value_residual"}}},
+            "train.lr": {"choices": [0.003, 1.0e30]},
+        },
+        n_trials=3,
+    )
+    path.write_text(path.read_text().replace("num_threads: 1", "num_threads: 1\n    grad_clip: null"))
+    study = load_study(path)
+    assert study.base.train.workers == 2
+    assert launch(study) == 0
+    states = Counter(t.state for t in optuna_trials(study))
+    assert states == {TrialState.COMPLETE: 2, TrialState.FAIL: 1}
+    failed = [t for t in optuna_trials(study) if t.state == TrialState.FAIL]
+    assert failed[0].user_attrs["fail_reason"] == "diverged" and failed[0].params["train.lr"] == 1.0e30
+    runs = mlflow_runs(study, "trial")
+    assert sorted(r.info.status for r in runs) == ["FAILED", "FINISHED", "FINISHED"]
+    assert all(r.data.tags["sweep.workers"] == "2" for r in runs)
+    for run in (r for r in runs if r.info.status == "FINISHED"):
+        metrics = run.data.metrics
+        assert metrics["final/tokens"] == study.base.train.tokens  # the budget counts every worker
+        assert metrics["final/mem_ddp_buckets_mb"] == metrics["final/mem_grads_mb"] > 0
+        assert {"final/val_loss", "final/tokens_per_s", "final/peak_mem_mb", "val_loss"} <= set(metrics)
