@@ -232,14 +232,6 @@ class Study:
             )
         if self.ray.address is not None and (self.ray.num_cpus is not None or self.ray.num_gpus is not None):
             issues.append(Issue("ray.num_cpus", "applies only to a local Ray (ray.address: null)"))
-        if self.resources.workers > 1 and self.scheduler.kind == "asha":
-            issues.append(
-                Issue(
-                    "scheduler.kind",
-                    "given 'asha' with resources.workers > 1; allowed: none (data-parallel trials report "
-                    "only at the end)",
-                )
-            )
         if self.repeats_max is not None:
             if self.repeats_max < self.repeats:
                 issues.append(

@@ -38,6 +38,8 @@ class TrialTask:
     data_root: str | None = None
     keep_checkpoint: bool = False  # log the final weights (trainers.records.CHECKPOINT_ARTIFACT)
     timeout_s: float | None = None  # wall-clock limit of the training (None: none)
+    worker_cpus: float = 1.0  # each data-parallel worker's share (resources.cpus / gpus; Ray Train)
+    worker_gpus: float = 0.0
 
     @property
     def workers(self) -> int:

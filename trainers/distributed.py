@@ -13,8 +13,8 @@ The workers are started by `spawn_fit` (every backend, `python -m trainers.train
 on one machine, each runs `trainers.fit.fit_process` with Lightning's `DDPStrategy` and a
 `LightningEnvironment` told its rank by the environment. (Lightning's own script launcher
 re-runs `sys.argv`, which would start the sweep launcher k times, and its spawn launcher keeps
-only rank 0's `callback_metrics`.) Workers spread over several Ray nodes (Ray Train) are not
-built yet.
+only rank 0's `callback_metrics`.) The Ray backend starts them instead through Ray Train
+(`sweeps.backends.ray_train`), which may place them on several nodes; the semantics are the same.
 """
 
 from __future__ import annotations

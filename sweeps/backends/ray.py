@@ -14,11 +14,14 @@ tells Optuna (COMPLETE with the objective values, PRUNED when ASHA stopped it, F
 reason otherwise). The worker (`trainable`) tags its MLflow run with its Ray node, trains with
 `trainers.fit`, reporting to Tune after every validation (`tokens` is ASHA's time), and ends
 with one last report carrying `sweep_status`: a run whose last result lacks it was stopped
-early and never enters a front.
+early and never enters a front. A data-parallel trial (`workers > 1`) only drives a Ray Train
+run (`sweeps.backends.ray_train`) whose workers hold the resources and report through it; the
+searcher frees the placement group of one that Tune stopped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -28,6 +31,7 @@ import warnings
 from pathlib import Path
 
 from arch.configtree import ConfigError
+from sweeps.backends.ray_train import PLACEMENT_GROUP, free_placement_group
 from sweeps.storage import Heartbeats
 from sweeps.trial import Outcome, TrialTask, execute
 
@@ -123,9 +127,12 @@ def trainable(config: dict, fit=None) -> None:
 
     task = TrialTask(**config["task"])
     tag_node(task)
-    # Data-parallel trials run their workers as processes on this trial's node (trainers.distributed),
-    # which cannot call tune.report: they report once, at the end (ASHA is refused for them).
-    outcome = execute(task, report=tune.report if task.workers == 1 else None, fit=fit)
+    if task.workers > 1 and fit is None:  # data-parallel: Ray Train's workers, reporting through it
+        from sweeps.backends.ray_train import fit_on_ray_train
+
+        outcome = execute(task, fit=fit_on_ray_train(task))
+    else:
+        outcome = execute(task, report=tune.report, fit=fit)
     tune.report(
         {**outcome.metrics, "sweep_status": outcome.status, "sweep_error": outcome.error[:4000],
          "sweep_wall_s": outcome.wall_s, "sweep_metrics": json.dumps(sorted(outcome.metrics))}
@@ -160,6 +167,8 @@ def _searcher_class():
             self.limit = limit
             self.asked = 0
             self.runs = {}
+            self.finals = {}  # trial id -> its final report (the one with sweep_status)
+            self.groups = {}  # trial id -> the placement group of its Ray Train workers
             self.next_look = 0.0
 
         def suggest(self, trial_id: str):
@@ -180,11 +189,24 @@ def _searcher_class():
             self.asked += 1
             return {"task": dataclasses.asdict(task)}
 
+        def on_trial_result(self, trial_id: str, result: dict) -> None:
+            # A Ray Train trial's last intermediate report can reach Tune after the trial's final
+            # one (it travels through Ray Train's callback queue): the final report is kept here.
+            if "sweep_status" in result:
+                self.finals[trial_id] = result
+            if result.get(PLACEMENT_GROUP):
+                self.groups[trial_id] = result[PLACEMENT_GROUP]
+
         def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False):
             run = self.runs.pop(trial_id, None)
+            final = self.finals.pop(trial_id, None)
+            # A trial ASHA stops hands its last result here, not to on_trial_result.
+            group = self.groups.pop(trial_id, None) or (result or {}).get(PLACEMENT_GROUP)
+            if group and final is None:  # stopped by Tune: its Ray Train workers would stay
+                free_placement_group(group)
             if run is None:
                 return
-            outcome = outcome_of(result, error)
+            outcome = outcome_of(final or result, error)
             values = self.driver.end(run, outcome)
             self.tell(run, outcome, values)
 
@@ -209,6 +231,10 @@ def _searcher_class():
             from optuna.trial import TrialState
 
             n = 0
+            for group in self.groups.values():
+                with contextlib.suppress(Exception):  # Ray may be going down already (Ctrl-C)
+                    free_placement_group(group)
+            self.groups.clear()
             for run in self.runs.values():
                 self.driver.interrupt(run, reason)
                 self.plan.optuna.tell(run.trial, state=TrialState.FAIL)
@@ -229,7 +255,15 @@ def outcome_of(result: dict | None, error: bool) -> Outcome:
     else:
         from ray.tune.result import AUTO_RESULT_KEYS
 
-        ray_keys = {*AUTO_RESULT_KEYS, *FINAL_KEYS, "done", "trial_id", "experiment_tag", "should_checkpoint"}
+        ray_keys = {
+            *AUTO_RESULT_KEYS,
+            *FINAL_KEYS,
+            PLACEMENT_GROUP,
+            "done",
+            "trial_id",
+            "experiment_tag",
+            "should_checkpoint",
+        }
         names = [k for k in result if k not in ray_keys and not k.startswith("config/")]
     metrics = {k: float(result[k]) for k in names if _number(result.get(k))}
     if "sweep_status" in result:
@@ -293,8 +327,15 @@ def run(plan, driver, concurrency: int, fit=None) -> None:
             grace_period=study.scheduler.grace_tokens or max(1, budget // 8),
             reduction_factor=study.scheduler.reduction_factor,
         )
-    resources = {"cpu": study.resources.total_cpus, "gpu": study.resources.total_gpus}
+    resources = {"cpu": study.resources.cpus, "gpu": study.resources.gpus}
     reuse = study.ray.reuse_actors
+    if study.resources.workers > 1 and fit is None:
+        # The Tune trial only drives a Ray Train run, whose workers hold the resources (Tune refuses
+        # an empty request; 1 MiB of memory asks for nothing). A fresh driver per trial: a stopped
+        # trial's Ray Train run ends with the process that owns it.
+        resources, reuse = {"cpu": 0, "memory": 2**20}, False
+    elif study.resources.workers > 1:  # a stand-in fit (tests): the trial's own processes
+        resources = {"cpu": study.resources.total_cpus, "gpu": study.resources.total_gpus}
     # A shared study never reuses: Tune keeps cached actors (and their CPUs/GPUs) while its searcher
     # is not finished, so a launcher waiting on another's last runs would starve them (deadlock).
     reuse = reuse and not plan.shared

@@ -192,3 +192,40 @@ def test_two_launchers_at_once_share_one_study_without_duplicates(
     assert len({(c.data.tags["sweep.point"], c.data.tags["sweep.seed"]) for c in children}) == 4
     parents = mlflow_runs(mlflow_server, "cluster_two", "parent")
     assert sorted(p.info.status for p in parents) == ["FINISHED", "FINISHED"]
+
+
+def test_two_worker_trials_span_both_nodes_and_asha_prunes_them(
+    tmp_path, postgres, mlflow_server, ray_cluster
+):
+    """Each node has 1 CPU, so a trial of 2 workers x 1 CPU (Ray Train, gloo) needs both; a pruned
+    trial must give its workers back or the next one never starts."""
+    from optuna.trial import TrialState
+
+    study = write_study(tmp_path, "cluster_ddp")
+    tree = yaml.safe_load(study.read_text())
+    tree.update(
+        repeats=1,
+        max_concurrent=1,  # one 2-worker trial fills the cluster
+        resources={"workers": 2, "cpus": 1},
+        scheduler={"kind": "asha", "grace_tokens": 1024, "reduction_factor": 2},
+        space={"train.lr": {"choices": [0.01, 1.0e-5, 0.003]}},
+    )
+    study.write_text(yaml.safe_dump(tree, sort_keys=False))
+    log = tmp_path / "launch.log"
+    start = time.time()
+    finish(launcher(study, ray_cluster, postgres, mlflow_server, log), log, timeout=420)
+    print(f"3 trials of 2 workers across the 2 nodes: {time.time() - start:.1f} s")
+
+    states = Counter(t.state for t in optuna_trials(postgres, "cluster_ddp"))
+    assert sum(states.values()) == 3 and states[TrialState.COMPLETE] >= 1, states
+    assert states[TrialState.PRUNED] >= 1, states  # lr 1e-5 is far behind 0.01 at the first rung
+    children = mlflow_runs(mlflow_server, "cluster_ddp", "trial")
+    assert len(children) == 3 and all(c.data.tags["sweep.workers"] == "2" for c in children)
+    both = {n["id"] for n in ray_cluster.nodes()}
+    for child in children:
+        assert set(child.data.tags["ray.worker_nodes"].split(",")) == both, child.data.tags
+    done = [c for c in children if c.data.tags["sweep.status"] == "ok"]
+    assert done and all(c.info.status == "FINISHED" for c in done)
+    assert all(c.data.metrics["final/tokens"] == TRIAL["train"]["tokens"] for c in done)
+    pruned = [c for c in children if c.data.tags["sweep.status"] == "pruned"]
+    assert pruned and all(c.info.status == "KILLED" and c.data.tags["pareto_rank"] == "-1" for c in pruned)
