@@ -141,17 +141,16 @@ def main(argv=None) -> int:
     )
     for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
         with tempfile.TemporaryDirectory(prefix=f"bench-orch-{backend}-") as tmp:
-            launched = run_launcher(trial, args.trials, backend, Path(tmp))
-        extra = launched["per_trial"] - per_trial
-        launched.update(
+            got = run_launcher(trial, args.trials, backend, Path(tmp))
+        extra = got["per_trial"] - per_trial
+        got.update(
             extra_per_trial_s=extra,
             extra_fraction=extra / per_trial,
-            extra_fixed_s=launched["fixed"] - results["direct"]["fixed"],
-            extra_amortised_s=(launched["wall"] - direct["wall"]) / n,
+            extra_fixed_s=got["fixed"] - results["direct"]["fixed"],
+            extra_amortised_s=(got["wall"] - direct["wall"]) / n,
         )
-        results[backend] = launched
+        results[backend] = got
         verdict = "met" if extra < TARGET_PER_TRIAL_S else "MISSED"
-        got = launched
         print(
             f"launcher ({backend}): {got['wall']:.1f} s; per trial {got['per_trial']:.1f} s, "
             f"extra {extra:+.2f} s = {extra / per_trial:+.1%} of a {per_trial:.1f} s trial "
