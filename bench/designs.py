@@ -1,7 +1,8 @@
 """`python -m bench.designs`: the cost of every residual design, as ratios to the baseline.
 
-Measures in one process, interleaved (round r runs every design once, in a rotated order) so
-that machine drift cancels out in the ratios:
+Builds every design once and times them in one process, interleaved (`trainers.timing`: round r
+runs every design's step `--steps` times in a rotated order and keeps the fastest), so that
+machine drift cancels out in the per-round ratios:
 
 - train tokens/s: forward + backward + AdamW step (the trainer's parameter groups), per second of
   wall time and per second of this process's CPU time (`cpu x`: robust when other work shares
@@ -9,7 +10,7 @@ that machine drift cancels out in the ratios:
 - forward tokens/s: inference forward under no_grad;
 - peak memory of a training step, exact (`trainers.costs.StepMemoryMeter`, the definition the
   trials use: live tensors at the step's peak, from the CUDA allocator or from the profiler's
-  allocation events on CPU), with its activation part; the same bytes in every round;
+  allocation events on CPU), with its activation part, measured once per design;
 - parameters (total, added by the design), model FLOPs per token (6N + attention term) and the
   achieved fraction of this machine's matmul peak, measured in the same run with a large GEMM.
 
@@ -40,8 +41,8 @@ from trainers.costs import (
     flops_per_token,
     synthetic_step,
     synthetic_step_of,
-    time_train_steps,
 )
+from trainers.timing import interleaved
 
 # One representative configuration per design family (the SATFormer paper's forms first: its
 # ResFormer baseline is `coefficient: softmax`); `--designs` picks a subset.
@@ -69,8 +70,8 @@ def parse_args(argv=None):
     p.add_argument("--preset", default="mini")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--steps", type=int, default=3, help="timed steps per design per round")
-    p.add_argument("--repeats", type=int, default=5, help="rounds")
+    p.add_argument("--steps", type=int, default=2, help="steps per design per round (the fastest is kept)")
+    p.add_argument("--repeats", type=int, default=20, help="interleaved rounds")
     p.add_argument(
         "--designs",
         default=",".join([*DESIGNS, REFERENCE]),
@@ -123,8 +124,9 @@ def reference_step(args, device, autocast_dtype, mark) -> SyntheticStep:
     )
 
 
-def run_design(name, residual, args, device, autocast_dtype) -> dict[str, float]:
-    """One round of one design: build, warm up, time training and forward, measure memory."""
+def build_design(name, residual, args, device, autocast_dtype) -> tuple[dict[str, float], object, object]:
+    """Builds one design, warms it up and measures what is exact (memory, parameters, FLOPs);
+    returns those and its training step and inference forward, ready to be timed."""
     gc.collect()
     meter = StepMemoryMeter(device)
     if name == REFERENCE:
@@ -139,29 +141,52 @@ def run_design(name, residual, args, device, autocast_dtype) -> dict[str, float]
     meter.start(model, opt, [x])
     step()
     memory = meter.stop()
-    train_s, train_cpu_s = time_train_steps(step, device, args.steps)
-    with (
-        torch.no_grad(),
-        torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None),
-    ):
-        forward(inputs)
-        fwd_s, _ = time_train_steps(lambda: forward(inputs), device, args.steps)
+
+    def infer():
+        with (
+            torch.no_grad(),
+            torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None),
+        ):
+            forward(inputs)
+
+    infer()
     if name == REFERENCE:
         counts = {"total": sum(p.numel() for p in model.parameters()), "design": 0}
         flops = model.flops_per_token(args.seq_len)
     else:
         counts, flops = model.param_counts(), flops_per_token(model, args.seq_len)
-    tokens = args.batch * args.seq_len
-    return {
-        "train_tokens_per_s": tokens / train_s,
-        "train_tokens_per_cpu_s": tokens / train_cpu_s,
-        "forward_tokens_per_s": tokens / fwd_s,
+    exact = {
         "peak_mem_mb": memory.peak / MIB,
         "activations_mb": memory.activations / MIB,
         "params_total": counts["total"],
         "params_design": counts["design"],
         "flops_per_token": flops,
-    }  # the model and optimizer die with this frame
+    }
+    return exact, step, infer
+
+
+def measure(names, args, device, autocast_dtype) -> dict[str, list[dict]]:
+    """Every design built once, then timed in interleaved rounds (`trainers.timing`): per design,
+    one dict per round (its tokens/s in that round, and the exact numbers)."""
+    exact, train, infer = {}, {}, {}
+    for name in names:
+        built = build_design(name, DESIGNS.get(name), args, device, autocast_dtype)
+        exact[name], train[name], infer[name] = built
+    trained = interleaved(train, args.repeats, args.steps, device)
+    inferred = interleaved(infer, args.repeats, args.steps, device)
+    tokens = args.batch * args.seq_len
+    return {
+        name: [
+            {
+                "train_tokens_per_s": tokens / wall,
+                "train_tokens_per_cpu_s": tokens / cpu,
+                "forward_tokens_per_s": tokens / fwd,
+                **exact[name],
+            }
+            for wall, cpu, fwd in zip(trained.wall[name], trained.cpu[name], inferred.wall[name], strict=True)
+        ]
+        for name in names
+    }
 
 
 def summarize(rounds: dict[str, list[dict]], peak_flops: float) -> dict[str, dict]:
@@ -183,7 +208,6 @@ def summarize(rounds: dict[str, list[dict]], peak_flops: float) -> dict[str, dic
             train_cpu_spread=[min(cpu), max(cpu)],
             forward_speed_ratio=statistics.median(fwd),
             memory_ratio=statistics.median(mem),
-            memory_spread=[min(mem), max(mem)],
             mfu=med["flops_per_token"] * med["train_tokens_per_s"] / peak_flops,
         )
         out[name] = med
@@ -193,19 +217,19 @@ def summarize(rounds: dict[str, list[dict]], peak_flops: float) -> dict[str, dic
 def table(summary: dict[str, dict]) -> str:
     head = (
         f"{'design':18s} {'params':>9s} {'+design':>8s} {'train tok/s':>11s} {'x base':>6s} {'spread':>13s}"
-        f" {'cpu x':>6s} {'fwd x':>6s} {'peak MiB':>9s} {'act MiB':>9s} {'x base':>6s} {'spread':>13s}"
+        f" {'cpu x':>6s} {'fwd x':>6s} {'peak MiB':>9s} {'act MiB':>9s} {'x base':>6s}"
         f" {'MFU':>6s}"
     )
     lines = [head, "-" * len(head)]
     for name, s in summary.items():
-        sp, ms = s["train_speed_spread"], s["memory_spread"]
+        sp = s["train_speed_spread"]
         lines.append(
             f"{name:18s} {s['params_total']:>9.0f} {s['params_design']:>8.0f}"
             f" {s['train_tokens_per_s']:>11.0f}"
             f" {s['train_speed_ratio']:>6.3f} {sp[0]:>6.3f}-{sp[1]:<6.3f} {s['train_cpu_ratio']:>6.3f}"
             f" {s['forward_speed_ratio']:>6.3f}"
             f" {s['peak_mem_mb']:>9.1f} {s['activations_mb']:>9.1f} {s['memory_ratio']:>6.3f}"
-            f" {ms[0]:>6.3f}-{ms[1]:<6.3f} {s['mfu']:>6.2%}"
+            f" {s['mfu']:>6.2%}"
         )
     return "\n".join(lines)
 
@@ -251,11 +275,7 @@ def main(argv=None) -> int:
         device = torch.device(args.device)
     autocast_dtype = torch.bfloat16 if device.type == "cuda" else None
     peak = matmul_peak_flops(device, autocast_dtype or torch.float32)
-    rounds: dict[str, list[dict]] = {n: [] for n in names}
-    for r in range(args.repeats):
-        order = names[r % len(names) :] + names[: r % len(names)]  # rotate: no design always first
-        for name in order:
-            rounds[name].append(run_design(name, DESIGNS.get(name), args, device, autocast_dtype))
+    rounds = measure(names, args, device, autocast_dtype)
     peak = max(peak, matmul_peak_flops(device, autocast_dtype or torch.float32))
     summary = summarize(rounds, peak)
     meta = {

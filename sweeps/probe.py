@@ -75,46 +75,73 @@ def machine_key(num_threads: int | None = None) -> str:
     return f"{socket.gethostname()}|{device}|{os.cpu_count()} cpus|{threads} threads"
 
 
-def time_architectures(archs: dict[str, dict], rounds: int, steps: int, base_key: str) -> dict:
-    """Seconds per training step of each architecture, per round, interleaved; runs anywhere
-    (a Ray task included): plain data in, plain data out.
+def time_architectures(
+    archs: dict[str, dict], rounds: int, steps: int, base_key: str, max_models: int | None = None
+) -> dict:
+    """Seconds per training step of each architecture, per round, interleaved
+    (`trainers.timing.interleaved`: every model built once); runs anywhere (a Ray task included):
+    plain data in, plain data out.
+
+    `max_models`: how many models are built at once (None: all). With fewer, the architectures
+    are timed in groups, each with the baseline, and each ratio pairs with its own group's
+    baseline rounds (`base_seconds_per_step`).
 
     On CPU the rounds run on one thread: a step on two threads waits at every parallel region
     for the slower thread, so another job on one core of a small machine moves every ratio
     (measured on 2 cores, a tiny-preset step: 0.18-0.21 s quiet and 0.52-0.77 s next to one busy
     loop on two threads; 0.30-0.35 s and 0.27-0.33 s on one thread).
-    The baseline (`base_key`) is also timed at the trial's thread count in every round, for the
-    absolute tokens/s (`trial_threads_seconds`). On a GPU every timing runs at the trial's setting.
+    The baseline is also timed at the trial's thread count in every round of the first group, for
+    the absolute tokens/s (`trial_threads_seconds`). On a GPU every timing runs at the trial's
+    setting.
     """
+    import gc
+
     import torch
 
-    names = list(archs)
-    trial_threads = archs[names[0]]["num_threads"] or torch.get_num_threads()
+    from trainers.timing import interleaved
+
+    trial_threads = archs[base_key]["num_threads"] or torch.get_num_threads()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     ratio_threads = 1 if device.type == "cpu" else trial_threads
-    previous_threads = torch.get_num_threads()
-    seconds: dict[str, list[float]] = {n: [] for n in names}
+    others = [k for k in archs if k != base_key]
+    size = max(1, len(others) if max_models is None else max_models - 1)
+    groups = [others[i : i + size] for i in range(0, len(others), size)] or [[]]
+    seconds: dict[str, list[float]] = {}
+    base_seconds: dict[str, list[float]] = {}
     trial_seconds: list[float] = []
-    try:
-        for r in range(rounds):
-            torch.set_num_threads(ratio_threads)
-            for name in names[r % len(names) :] + names[: r % len(names)]:  # rotated: none always first
-                seconds[name].append(_time_one(archs[name], steps, device))
-            torch.set_num_threads(trial_threads)
-            trial_seconds.append(_time_one(archs[base_key], steps, device))
-    finally:
-        torch.set_num_threads(previous_threads)
+    for i, group in enumerate(groups):
+        built = {k: _warm_step(archs[k], device) for k in (base_key, *group)}
+        threads = dict.fromkeys(built, ratio_threads)
+        if i == 0:  # the same built baseline, at the trial's threads
+            built[TRIAL_THREADS] = built[base_key]
+            threads[TRIAL_THREADS] = trial_threads
+        wall = interleaved(built, rounds, steps, device, threads).wall
+        if i == 0:
+            seconds[base_key] = base_seconds[base_key] = wall[base_key]
+            trial_seconds = wall[TRIAL_THREADS]
+        for k in group:
+            seconds[k], base_seconds[k] = wall[k], wall[base_key]
+        del built
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
     return {
         "seconds_per_step": seconds,
+        "base_seconds_per_step": base_seconds,
         "trial_threads_seconds": trial_seconds,
         "machine": machine_key(trial_threads),
     }
 
 
-def _time_one(arch: dict, steps: int, device) -> float:
+TRIAL_THREADS = "baseline@trial_threads"
+
+
+def _warm_step(arch: dict, device):
+    """The architecture's synthetic training step, built and run once (optimizer state, allocator
+    warm-up, compile)."""
     import torch
 
-    from trainers.costs import synthetic_step, time_train_steps
+    from trainers.costs import synthetic_step
     from trainers.module import resolve_precision
 
     bf16 = resolve_precision(arch["precision"]) == "bf16-mixed" and device.type == "cuda"
@@ -122,9 +149,8 @@ def _time_one(arch: dict, steps: int, device) -> float:
         arch["model"], arch["batch_size"], arch["seq_len"], device, torch.bfloat16 if bf16 else None,
         arch["compile"],
     ).step  # fmt: skip
-    step()  # optimizer state, allocator warm-up, compile
-    # The fastest of the steps: interference from other work only ever adds time.
-    return min(time_train_steps(step, device, 1)[0] for _ in range(steps))
+    step()
+    return step
 
 
 class Probe:
@@ -136,6 +162,7 @@ class Probe:
     def __init__(self, study, run_task: Callable | None = None, stream=None):
         self.path = costs_path(study)
         self.rounds, self.steps = study.probe.rounds, study.probe.steps
+        self.max_models = study.probe.max_models
         self.run_task = run_task or (lambda fn, *args: fn(*args))
         self.stream = stream
         self.machine = None
@@ -171,10 +198,11 @@ class Probe:
     def _measure(self, base_key: str, baseline: dict, missing: dict[str, dict]) -> None:
         start = time.time()
         archs = {base_key: baseline, **missing}
-        result = self.run_task(time_architectures, archs, self.rounds, self.steps, base_key)
+        result = self.run_task(time_architectures, archs, self.rounds, self.steps, base_key, self.max_models)
         self.seconds += time.time() - start
         table = self.entries.setdefault(result["machine"], {})
         base_s = result["seconds_per_step"][base_key]
+        paired = result["base_seconds_per_step"]
         tokens = baseline["batch_size"] * baseline["seq_len"] * baseline.get("workers", 1)
         if base_key not in table:
             base_tps = tokens / statistics.median(result["trial_threads_seconds"])
@@ -182,7 +210,7 @@ class Probe:
         base_tps = table[base_key]["baseline_tokens_per_s"]
         for key, arch in missing.items():
             if key != base_key:
-                table[key] = _entry(arch, result["seconds_per_step"][key], base_s, base_tps)
+                table[key] = _entry(arch, result["seconds_per_step"][key], paired[key], base_tps)
         self._save()
         if self.stream is not None:
             print(
@@ -200,7 +228,9 @@ class Probe:
 
 
 def _entry(arch: dict, seconds: list[float], base_seconds: list[float], base_tokens_per_s: float) -> dict:
-    ratios = [b / s for b, s in zip(base_seconds, seconds, strict=True)]
+    from trainers.timing import paired_ratios
+
+    ratios = paired_ratios(base_seconds, seconds)
     ratio = statistics.median(ratios)
     return {
         "arch": arch,

@@ -130,10 +130,12 @@ class ResourcesConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ProbeConfig:
-    """The cost probe (sweeps.probe): interleaved rounds x timed steps per architecture."""
+    """The cost probe (sweeps.probe): interleaved rounds x timed steps per architecture, with
+    every model built once (`max_models` at a time; None: all of a baseline's group at once)."""
 
-    rounds: int = _field(5, ge=1)
-    steps: int = _field(4, ge=1)
+    rounds: int = _field(20, ge=1)
+    steps: int = _field(2, ge=1)
+    max_models: int | None = _field(None, ge=2)  # models that do not fit the device together: 2
 
 
 @dataclasses.dataclass(frozen=True)

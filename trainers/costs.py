@@ -11,7 +11,8 @@ probe and bench/.
   activations (what the forward pass leaves alive for backward, read when backward starts);
 - `PeakMeter`: the process's resident set size (CPU) or the allocator peak (CUDA) of a region:
   informational (`rss_peak_mb`), never an objective, since libraries dominate it;
-- `time_train_steps`: seconds per training step of a model, the unit of interleaved timing.
+- `synthetic_step`: a model's training step on a fixed batch, what bench/ and the cost probe time
+  (`trainers.timing`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import os
 import resource
 import sys
 import threading
-import time
 from collections.abc import Iterable
 
 import psutil
@@ -343,18 +343,3 @@ def train_step_fn(model, optimizer, inputs, targets, autocast_dtype=None, forwar
         optimizer.zero_grad(set_to_none=True)
 
     return step
-
-
-def sync(device) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def time_train_steps(step, device, steps: int) -> tuple[float, float]:
-    """(wall seconds, process CPU seconds) per step, averaged over `steps` calls of `step`."""
-    sync(device)
-    t, cpu = time.perf_counter(), time.process_time()
-    for _ in range(steps):
-        step()
-    sync(device)
-    return (time.perf_counter() - t) / steps, (time.process_time() - cpu) / steps

@@ -94,3 +94,37 @@ def test_reused_ray_worker_trains_bit_identically_to_a_fresh_one(tmp_path):
     assert first.data.tags["ray.pid"] == second.data.tags["ray.pid"]  # reused
     for key in ("final/val_loss", "final/train_loss", "final/peak_mem_mb", "final/mem_activations_mb"):
         assert first.data.metrics[key] == second.data.metrics[key], key
+
+
+def test_max_models_times_groups_each_against_its_own_baseline(tmp_path, monkeypatch):
+    import weakref
+
+    import sweeps.probe as probe_module
+
+    alive, most = [0], [0]
+    warm = probe_module._warm_step
+
+    def counted(arch, device):
+        step = warm(arch, device)
+        alive[0] += 1
+        most[0] = max(most[0], alive[0])
+        weakref.finalize(step, lambda: alive.__setitem__(0, alive[0] - 1))
+        return step
+
+    monkeypatch.setattr(probe_module, "_warm_step", counted)
+    space = {
+        "model.residual": {
+            "choices": {**SPACE["model.residual"]["choices"], "sat": {"kind": "value_residual"}}
+        }
+    }
+    study = load_study(write_study(tmp_path, space=space, probe={"rounds": 3, "steps": 1, "max_models": 2}))
+    archs = {arch_key(a): a for a in (architecture(study.trial_config(p)) for p in study.planned_points())}
+    base_key = next(k for k, a in archs.items() if a["model"]["residual"]["kind"] == "none")
+    result = probe_module.time_architectures(archs, 3, 1, base_key, max_models=2)
+    assert most[0] == 2  # the baseline and one other, never more
+    others = [k for k in archs if k != base_key]
+    paired = result["base_seconds_per_step"]
+    assert paired[others[0]] is not paired[others[1]]  # each group timed its own baseline
+    assert paired[base_key] == paired[others[0]]  # the first group's baseline is the baseline's own
+    assert all(len(s) == 3 for s in result["seconds_per_step"].values())
+    assert len(result["trial_threads_seconds"]) == 3

@@ -1,0 +1,84 @@
+"""Side-by-side timing: the steps of several models, built once, interleaved in one process.
+
+Every model is built and warmed up once. Then each round runs every model's step `per_round`
+times, the models in a rotated order, and keeps each model's fastest step of the round (other
+work on the machine only ever adds time). A ratio between two models is paired by round:
+
+    ratio = median over rounds r of (seconds_r(base) / seconds_r(model))
+
+so drift and a busy neighbour, which hit every model of a round alike, cancel out. This is the
+one timing method of the cost probe (`sweeps.probe`) and `bench.designs`.
+
+Why built once and finely interleaved, measured here (2 cores; the six architectures of
+studies/dense_vs_selective.yaml, tiny, B16 T128, one thread): rebuilding every model in every
+round (5 rounds of the fastest of 4 steps) gave ratios that moved up to 17% between quiet
+launches; built once, 20 rounds of 2 steps gave ratios within 2.5% of each other for every
+design over five launches, two of them beside a busy loop on one core, in about 45 s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable, Mapping
+
+import torch
+
+
+@dataclasses.dataclass
+class Timings:
+    """Per model, per round: the wall seconds of its fastest step and the process CPU seconds of
+    that same step."""
+
+    wall: dict[str, list[float]]
+    cpu: dict[str, list[float]]
+
+
+def sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def interleaved(
+    steps: Mapping[str, Callable[[], object]],
+    rounds: int,
+    per_round: int,
+    device,
+    threads: Mapping[str, int] | None = None,
+) -> Timings:
+    """Times `steps` (name -> a warmed-up step) in `rounds` interleaved rounds of `per_round`
+    steps each. `threads`: torch CPU threads for some names (others run at the current setting)."""
+    names = list(steps)
+    default_threads = torch.get_num_threads()
+    wall: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
+    try:
+        for r in range(rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:  # no model always first
+                torch.set_num_threads((threads or {}).get(name, default_threads))
+                best = (float("inf"), float("inf"))
+                for _ in range(per_round):
+                    best = min(best, _time_step(steps[name], device))
+                wall[name].append(best[0])
+                cpu[name].append(best[1])
+    finally:
+        torch.set_num_threads(default_threads)
+    return Timings(wall, cpu)
+
+
+def _time_step(step: Callable[[], object], device) -> tuple[float, float]:
+    sync(device)
+    t, c = time.perf_counter(), time.process_time()
+    step()
+    sync(device)
+    return time.perf_counter() - t, time.process_time() - c
+
+
+def paired_ratios(base: list[float], other: list[float]) -> list[float]:
+    """base seconds / other seconds, round by round (> 1: `other` is faster)."""
+    return [b / o for b, o in zip(base, other, strict=True)]
+
+
+def median_ratio(base: list[float], other: list[float]) -> float:
+    return statistics.median(paired_ratios(base, other))
