@@ -320,8 +320,8 @@ class Study:
         """What defines this study's results, flattened to key paths -> JSON values: the resolved
         base trial, the space, sampler, objectives, counts, scheduler, reference and probe.
         Not in it (changing them changes no result): max_concurrent, resources (but its workers,
-        in the trial: they change the memory of a worker), backend, ray, output, name and
-        description."""
+        in the trial: they change the memory of a worker), probe.max_models, backend, ray, output,
+        name and description."""
         trial = self.base.to_dict()
         if trial["train"]["workers"] == 1:  # the default: older studies' fingerprints stay as they were
             del trial["train"]["workers"]
@@ -336,7 +336,7 @@ class Study:
             ),  # old studies resume
             "scheduler": dump(self.scheduler),
             "reference": self.reference,
-            "probe": dump(self.probe),
+            "probe": {k: v for k, v in dump(self.probe).items() if k != "max_models"},  # grouping only
         }
         space = {f"space.{name}": json.dumps(dump(p), sort_keys=True) for name, p in self.space.items()}
         return {**_flatten(parts), **space}

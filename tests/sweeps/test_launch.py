@@ -270,7 +270,9 @@ def test_resuming_an_edited_study_is_refused_with_the_changed_keys(tmp_path, cap
     path = write_study(tmp_path, repeats=1)
     assert launch(load_study(path), fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
     # not a change of the experiment: where it runs and how many at a time
-    same = load_study(path, ["max_concurrent=1", "ray.num_cpus=1", "output.checkpoints=false"])
+    same = load_study(
+        path, ["max_concurrent=1", "ray.num_cpus=1", "output.checkpoints=false", "probe.max_models=2"]
+    )
     assert launch(same, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
     assert main([str(path), "--set", "trial.train.tokens=8192", "--set", "repeats=2"]) == 2
     err = capsys.readouterr().err
