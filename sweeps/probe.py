@@ -2,16 +2,19 @@
 
 A trial's own clock (`train_tokens_per_s`) shares the machine with whatever else runs, and trials
 run one after another, so a slow minute lands on one design. Instead, once per distinct
-architecture (the point's model and batch shape, without the seed), the probe times training
-steps of it and of the baseline of the same shape (`model.residual: {kind: none}`) in
-interleaved rounds in one process (round r runs every architecture once, in a rotated order, and
-keeps the fastest of its `steps` timed steps, since interference only ever adds time):
+architecture (the point's model and batch shape, without the seed), the probe builds it and the
+baseline of the same shape (`model.residual: {kind: none}`) once and times their training steps
+side by side in one process, in interleaved rounds (`trainers.timing`: round r runs every
+architecture `steps` times, in a rotated order, and keeps its fastest step, since interference
+only ever adds time):
 
     tokens_per_s_ratio = median over rounds of (baseline seconds per step / its seconds per step)
     tokens_per_s       = tokens_per_s_ratio x the baseline's tokens/s (median of its rounds)
 
-Drift and a busy neighbour hit every architecture of a round alike, so the ratios (and the
-ranking) hold. On CPU the rounds run on one thread (see `time_architectures`) and the baseline's
+Drift and a busy neighbour hit every architecture of a round alike, so the ratios hold: on 2
+cores the six designs of studies/dense_vs_selective.yaml kept their ratios within 2% over
+launches, one of them beside a busy loop (docs/fronts/README.md); designs closer than that are a
+tie, which the fronts' throughput intervals over the rounds show. On CPU the rounds run on one thread (see `time_architectures`) and the baseline's
 absolute speed is timed at the trial's thread count. Results are cached in
 results/<name>/costs.json by architecture hash and machine (host, CPU or GPU model, threads), so
 a resumed or extended study re-times nothing; each run's child in MLflow gets both values. It
@@ -75,6 +78,9 @@ def machine_key(num_threads: int | None = None) -> str:
     return f"{socket.gethostname()}|{device}|{os.cpu_count()} cpus|{threads} threads"
 
 
+TRIAL_THREADS = "baseline@trial_threads"  # the baseline's step timed at the trial's thread count
+
+
 def time_architectures(
     archs: dict[str, dict], rounds: int, steps: int, base_key: str, max_models: int | None = None
 ) -> dict:
@@ -131,9 +137,6 @@ def time_architectures(
         "trial_threads_seconds": trial_seconds,
         "machine": machine_key(trial_threads),
     }
-
-
-TRIAL_THREADS = "baseline@trial_threads"
 
 
 def _warm_step(arch: dict, device):
