@@ -14,8 +14,9 @@ only ever adds time):
 Drift and a busy neighbour hit every architecture of a round alike, so the ratios hold: on 2
 cores the six designs of studies/dense_vs_selective.yaml kept their ratios within 1.8% over
 quiet launches and within 4.5% beside a busy loop, ranking kept (docs/fronts/README.md); designs
-closer than that are a tie, which the fronts' throughput intervals over the rounds show. On CPU the rounds run on one thread (see `time_architectures`) and the baseline's
-absolute speed is timed at the trial's thread count. Results are cached in
+closer than that are a tie, which the fronts' throughput intervals over the rounds show. On CPU
+the rounds run on one thread (see `time_architectures`) and the baseline's absolute speed is
+timed at the trial's thread count. Results are cached in
 results/<name>/costs.json by architecture hash and machine (host, CPU or GPU model, threads), so
 a resumed or extended study re-times nothing; each run's child in MLflow gets both values. It
 runs where trials run: in the launcher for backend local, as a Ray task with one trial's
