@@ -42,7 +42,7 @@ from trainers.costs import (
     synthetic_step,
     synthetic_step_of,
 )
-from trainers.timing import interleaved
+from trainers.timing import interleaved, sync
 
 # One representative configuration per design family (the SATFormer paper's forms first: its
 # ResFormer baseline is `coefficient: softmax`); `--designs` picks a subset.
@@ -92,12 +92,10 @@ def matmul_peak_flops(device: torch.device, dtype: torch.dtype) -> float:
     b = torch.randn(n, n, device=device, dtype=dtype)
     best = float("inf")
     for _ in range(4):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        sync(device)
         t = time.perf_counter()
         a @ b
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        sync(device)
         best = min(best, time.perf_counter() - t)
     return 2 * n**3 / best
 

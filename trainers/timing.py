@@ -19,7 +19,6 @@ design over five launches, two of them beside a busy loop on one core, in about 
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import time
 from collections.abc import Callable, Mapping
 
@@ -78,7 +77,3 @@ def _time_step(step: Callable[[], object], device) -> tuple[float, float]:
 def paired_ratios(base: list[float], other: list[float]) -> list[float]:
     """base seconds / other seconds, round by round (> 1: `other` is faster)."""
     return [b / o for b, o in zip(base, other, strict=True)]
-
-
-def median_ratio(base: list[float], other: list[float]) -> float:
-    return statistics.median(paired_ratios(base, other))
