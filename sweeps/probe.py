@@ -80,6 +80,9 @@ def machine_key(num_threads: int | None = None) -> str:
 
 
 TRIAL_THREADS = "baseline@trial_threads"  # the baseline's step timed at the trial's thread count
+# ... in every other round only: one absolute median needs fewer samples than the paired ratios
+# (it scales every design's tokens/s alike), and it was 11% of the probe's time in every round
+TRIAL_THREADS_EVERY = 2
 
 
 def time_architectures(
@@ -97,9 +100,9 @@ def time_architectures(
     for the slower thread, so another job on one core of a small machine moves every ratio
     (measured on 2 cores, a tiny-preset step: 0.18-0.21 s quiet and 0.52-0.77 s next to one busy
     loop on two threads; 0.30-0.35 s and 0.27-0.33 s on one thread).
-    The baseline is also timed at the trial's thread count in every round of the first group, for
-    the absolute tokens/s (`trial_threads_seconds`). On a GPU every timing runs at the trial's
-    setting.
+    On CPU the baseline is also timed at the trial's thread count in every other round of the
+    first group, for the absolute tokens/s (`trial_threads_seconds`). On a GPU every timing runs
+    at the trial's setting, and the baseline's own rounds give the absolute tokens/s.
     """
     import gc
 
@@ -119,13 +122,15 @@ def time_architectures(
     for i, group in enumerate(groups):
         built = {k: _warm_step(archs[k], device) for k in (base_key, *group)}
         threads = dict.fromkeys(built, ratio_threads)
-        if i == 0:  # the same built baseline, at the trial's threads
+        every = {}
+        if i == 0 and device.type == "cpu":  # the same built baseline, at the trial's threads
             built[TRIAL_THREADS] = built[base_key]
             threads[TRIAL_THREADS] = trial_threads
-        wall = interleaved(built, rounds, steps, device, threads).wall
+            every[TRIAL_THREADS] = TRIAL_THREADS_EVERY
+        wall = interleaved(built, rounds, steps, device, threads, every).wall
         if i == 0:
             seconds[base_key] = base_seconds[base_key] = wall[base_key]
-            trial_seconds = wall[TRIAL_THREADS]
+            trial_seconds = wall.get(TRIAL_THREADS, wall[base_key])
         for k in group:
             seconds[k], base_seconds[k] = wall[k], wall[base_key]
         del built

@@ -224,10 +224,16 @@ class Tracker:
         return run_id
 
     def finish_child(self, run_id: str, status: str, metrics: Mapping[str, float], error: str = "") -> None:
+        from mlflow.entities import Metric
+
         stamp = int(time.time() * 1000)
-        for key, value in metrics.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                self.client.log_metric(run_id, f"final/{key}", float(value), timestamp=stamp)
+        final = [
+            Metric(f"final/{key}", float(value), stamp, 0)
+            for key, value in metrics.items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+        ]
+        for i in range(0, len(final), 1000):  # one request per 1000 (MLflow's batch limit), not per metric
+            self.client.log_batch(run_id, metrics=final[i : i + 1000])
         self.client.set_tag(run_id, "sweep.status", status)
         if error:
             self.client.set_tag(run_id, "sweep.error", error[:4900])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import math
 import tempfile
 import threading
@@ -83,6 +84,25 @@ class Outcome:
     wall_s: float = 0.0
 
 
+class Stopwatch:
+    """Adds up the seconds spent in the functions it wraps: the launcher's own work inside a
+    trial's `fit` (its MLflow logger, its progress reports), which a plain loop does not pay."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def timed(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+
+        return wrapper
+
+
 def scalar_metrics(source: Mapping) -> dict[str, float]:
     out = {}
     for key, value in source.items():
@@ -125,12 +145,18 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
     fit = fit or default_fit()
     config = TrialConfig.from_dict(task.resolved)
     logger = MLFlowLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
+    clock = Stopwatch()
+    if config.train.workers == 1:  # spawned data-parallel workers pickle the logger: left plain
+        for name in ("log_metrics", "log_hyperparams", "finalize"):
+            setattr(logger, name, clock.timed(getattr(logger, name)))
+        report = clock.timed(report) if report is not None else None
     callbacks = [report_callback(report)] if report is not None else []
     folder = tempfile.TemporaryDirectory(prefix="satsweep-ckpt-") if task.keep_checkpoint else None
     checkpoint = Path(folder.name) / CHECKPOINT_NAME if folder else None
     watchdog = Watchdog(task.timeout_s)
     try:
         with watchdog:
+            fit_start = time.perf_counter()
             metrics = scalar_metrics(
                 fit(
                     config,
@@ -141,6 +167,10 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
                 )
                 or {}
             )
+            # what a plain loop calling trainers.fit would have paid, and the launcher's part of it
+            metrics["fit_s"] = time.perf_counter() - fit_start
+            if config.train.workers == 1:
+                metrics["logging_s"] = clock.seconds
         if checkpoint is not None and checkpoint.is_file():  # for `python -m analysis <run id>`
             logger.experiment.log_artifact(task.run_id, str(checkpoint), artifact_path=CHECKPOINT_FOLDER)
         bad = [k for k, v in metrics.items() if k.endswith("loss") and not math.isfinite(v)]

@@ -45,9 +45,12 @@ def interleaved(
     per_round: int,
     device,
     threads: Mapping[str, int] | None = None,
+    every: Mapping[str, int] | None = None,
 ) -> Timings:
     """Times `steps` (name -> a warmed-up step) in `rounds` interleaved rounds of `per_round`
-    steps each. `threads`: torch CPU threads for some names (others run at the current setting)."""
+    steps each. `threads`: torch CPU threads for some names (others run at the current setting).
+    `every`: some names run only in every k-th round (0, k, 2k, ...; others in every round), for
+    a number that needs fewer samples than the paired ratios."""
     names = list(steps)
     default_threads = torch.get_num_threads()
     wall: dict[str, list[float]] = {n: [] for n in names}
@@ -55,6 +58,8 @@ def interleaved(
     try:
         for r in range(rounds):
             for name in names[r % len(names) :] + names[: r % len(names)]:  # no model always first
+                if r % (every or {}).get(name, 1):
+                    continue
                 torch.set_num_threads((threads or {}).get(name, default_threads))
                 best = (float("inf"), float("inf"))
                 for _ in range(per_round):

@@ -127,4 +127,4 @@ def test_max_models_times_groups_each_against_its_own_baseline(tmp_path, monkeyp
     assert paired[others[0]] is not paired[others[1]]  # each group timed its own baseline
     assert paired[base_key] == paired[others[0]]  # the first group's baseline is the baseline's own
     assert all(len(s) == 3 for s in result["seconds_per_step"].values())
-    assert len(result["trial_threads_seconds"]) == 3
+    assert len(result["trial_threads_seconds"]) == 2  # rounds 0 and 2 (TRIAL_THREADS_EVERY)

@@ -48,3 +48,11 @@ def test_rounds_rotate_keep_the_fastest_step_and_set_each_models_threads():
 def test_paired_ratios_pair_by_round():
     assert paired_ratios([1.0, 2.0, 4.0], [2.0, 2.0, 2.0]) == [0.5, 1.0, 2.0]
     assert statistics.median(paired_ratios([1.0, 2.0, 4.0], [2.0, 2.0, 2.0])) == 1.0
+
+
+def test_every_times_a_model_only_in_every_kth_round():
+    calls = []
+    steps = {n: (lambda n=n: calls.append(n)) for n in "ab"}
+    got = interleaved(steps, rounds=5, per_round=1, device="cpu", every={"b": 2})
+    assert calls.count("a") == 5 and calls.count("b") == 3  # rounds 0, 2 and 4
+    assert len(got.wall["a"]) == 5 and len(got.wall["b"]) == 3

@@ -1,0 +1,32 @@
+"""A trial reports the seconds of its `fit` call and the launcher's part of them (bench.orchestrator
+subtracts the first and adds the second to measure the launcher's cost per trial)."""
+
+import time
+from types import SimpleNamespace
+
+from mlflow.tracking import MlflowClient
+
+from sweeps.trial import TrialTask, execute
+from trainers.config import TrialConfig
+
+
+def test_fit_s_and_logging_s_time_the_fit_call_and_the_launchers_work_inside_it(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    run = client.create_run(client.create_experiment("clock"))
+    config = TrialConfig.from_dict({"model": {"preset": "tiny"}, "train": {"tokens": 4096}})
+
+    def fit(cfg, *, loggers, callbacks, data_root, checkpoint_path):
+        time.sleep(0.2)  # the training itself
+        for cb in callbacks:  # two validations, each reported to the (slow) launcher
+            cb.on_validation_end(SimpleNamespace(sanity_checking=False, callback_metrics={"val_loss": 2.0}), None)
+        for logger in loggers:
+            logger.log_metrics({"val_loss": 2.0}, step=1)
+        return {"val_loss": 2.0}
+
+    task = TrialTask(number=0, run_id=run.info.run_id, tracking_uri=uri, resolved=config.to_dict())
+    outcome = execute(task, report=lambda metrics: time.sleep(0.1), fit=fit)
+    assert outcome.status == "ok", outcome.error
+    m = outcome.metrics
+    assert 0.3 <= m["fit_s"] < outcome.wall_s + 1e-6
+    assert 0.1 <= m["logging_s"] < m["fit_s"] - 0.2 + 0.05  # the report and the logger call, not the training
