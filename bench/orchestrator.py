@@ -157,7 +157,9 @@ class TreeCPU:
         return sum(cpu - a.get(pid, 0.0) for pid, cpu in b.items() if pid not in exclude)
 
 
-def split_costs(wall: float, start: float, runs: list[dict], background_cpu: float = 0.0, cpus: int = 1) -> dict:
+def split_costs(
+    wall: float, start: float, runs: list[dict], background_cpu: float = 0.0, cpus: int = 1
+) -> dict:
     """Per-trial cost and fixed cost of a launch from its child runs (see the module docstring).
     `background_cpu`: CPU seconds of processes other than the trials' between the first and the
     last trial's end."""
@@ -165,8 +167,8 @@ def split_costs(wall: float, start: float, runs: list[dict], background_cpu: flo
     if n < 2:
         raise RuntimeError(f"need at least 2 finished child runs to measure a cycle, found {n}")
     later = runs[1:]
-    cycles = [b["end"] - a["end"] for a, b in zip(runs, later)]
-    outside = [c - r["fit_s"] for c, r in zip(cycles, later)]
+    cycles = [b["end"] - a["end"] for a, b in zip(runs[:-1], later, strict=True)]
+    outside = [c - r["fit_s"] for c, r in zip(cycles, later, strict=True)]
     logging = [r["logging_s"] for r in later]
     background = background_cpu / cpus / (n - 1)
     cycle = sum(cycles) / (n - 1)
@@ -198,7 +200,8 @@ def run_launcher(trial: dict, n: int, backend: str, folder: Path) -> dict:
     path.write_text(yaml.safe_dump(study))
     t = time.time()
     with open(folder / "out.txt", "w+") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "sweeps.launch", str(path)], stdout=out, stderr=out, cwd=folder)
+        cmd = [sys.executable, "-m", "sweeps.launch", str(path)]
+        proc = subprocess.Popen(cmd, stdout=out, stderr=out, cwd=folder)
         tree = TreeCPU(proc.pid)
         code = proc.wait()
         wall = time.time() - t
@@ -255,7 +258,8 @@ def main(argv=None) -> int:
             f"  context (moved by drift): cycle {got['per_trial']:.1f} s vs the direct loop's "
             f"{per_trial:.1f} s ({got['wall_diff_per_trial_s']:+.2f} s); fixed extra "
             f"{got['extra_fixed_s']:+.1f} s (to the first trial {got['to_first_trial']:.1f} s, after "
-            f"the last {got['after_last_trial']:.1f} s); (wall - direct) / N {got['extra_amortised_s']:+.2f} s"
+            f"the last {got['after_last_trial']:.1f} s); (wall - direct) / N "
+            f"{got['extra_amortised_s']:+.2f} s"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

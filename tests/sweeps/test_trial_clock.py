@@ -19,7 +19,9 @@ def test_fit_s_and_logging_s_time_the_fit_call_and_the_launchers_work_inside_it(
     def fit(cfg, *, loggers, callbacks, data_root, checkpoint_path):
         time.sleep(0.2)  # the training itself
         for cb in callbacks:  # two validations, each reported to the (slow) launcher
-            cb.on_validation_end(SimpleNamespace(sanity_checking=False, callback_metrics={"val_loss": 2.0}), None)
+            cb.on_validation_end(
+                SimpleNamespace(sanity_checking=False, callback_metrics={"val_loss": 2.0}), None
+            )
         for logger in loggers:
             logger.log_metrics({"val_loss": 2.0}, step=1)
         return {"val_loss": 2.0}
