@@ -35,4 +35,6 @@ def test_orchestrator_benchmark_runs_and_writes_json(tmp_path, capsys):
     local = result["local"]
     assert local["fit_s"] > 0 and local["logging_s"] > 0 and local["background_s"] == 0.0
     assert local["cost_per_trial_s"] == pytest.approx(local["outside_fit_s"] + local["logging_s"])
+    assert local["total_cost_s"] >= local["cost_per_trial_s"]
+    assert len(result["direct_after"]["trial_walls"]) == 2  # the drift bracket
     assert "launcher (local)" in capsys.readouterr().out
