@@ -36,6 +36,7 @@ from torch import nn
 
 from arch.configtree import Issue, join
 from arch.designs.base import ResidualConfig, ResidualDesign, State, register
+from arch.layers import rms_norm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +122,7 @@ class HyperConnections(ResidualDesign):
         alpha, beta = self.static_alpha[wrapper], self.static_beta[wrapper]  # [n, n+1], [n]
         if self.dynamic:
             if self.norm_bias is None:
-                h_bar = F.rms_norm(h, (h.shape[-1],), self.norm_weight[wrapper], self.eps)
+                h_bar = rms_norm(h, self.norm_weight[wrapper], self.eps)
             else:
                 h_bar = F.layer_norm(
                     h, (h.shape[-1],), self.norm_weight[wrapper], self.norm_bias[wrapper], self.eps

@@ -47,6 +47,7 @@ from torch import nn
 
 from arch.configtree import Issue, choices, join
 from arch.designs.base import ResidualConfig, ResidualDesign, State, register
+from arch.layers import rms_norm
 
 WAYS = {"qkvr": 4, "r": 1}
 LAST_EXPAND = 4  # official: the last layer's hidden width is multiplied by 4
@@ -149,14 +150,13 @@ class MuddFormer(ResidualDesign):
     def norm_attn_inputs(self, layer: int, q_in, k_in, v_in, norm):
         if self.kv_norm is None:
             return super().norm_attn_inputs(layer, q_in, k_in, v_in, norm)
-        d = q_in.shape[-1]
-        xk = F.rms_norm(k_in, (d,), self.kv_norm[layer, 0], self.eps)
-        return norm(q_in), xk, F.rms_norm(v_in, (d,), self.kv_norm[layer, 1], self.eps)
+        xk = rms_norm(k_in, self.kv_norm[layer, 0], self.eps)
+        return norm(q_in), xk, rms_norm(v_in, self.kv_norm[layer, 1], self.eps)
 
     def dense_weights(self, layer: int, x: torch.Tensor) -> torch.Tensor:
         """A_i from X_{i+1} [B, T, D] -> [C, B, T, i + 2] (not gates: they stay out of `State.gates`)."""
         b, t, d = x.shape
-        z = F.gelu(F.linear(F.rms_norm(x, (d,), None, self.eps), self.w1[layer]))  # [B, T, H_i]
+        z = F.gelu(F.linear(rms_norm(x, None, self.eps), self.w1[layer]))  # [B, T, H_i]
         dw = F.linear(z, self.w2[layer]).view(b, t, self.ways[layer], layer + 2) + self.prior[layer]
         return dw.permute(2, 0, 1, 3)
 
@@ -167,16 +167,13 @@ class MuddFormer(ResidualDesign):
         dw = self.dense_weights(layer, x).unsqueeze(-1)  # [C, B, T, i+2, 1]
         history = state.history
         if self.cfg.pre_post_da_norm:
-            d = x.shape[-1]
-            history = [
-                F.rms_norm(h, (d,), w, self.eps) for h, w in zip(history, self.pre_norm[layer], strict=True)
-            ]
+            history = [rms_norm(h, w, self.eps) for h, w in zip(history, self.pre_norm[layer], strict=True)]
         mixed = dw[..., 0, :] * history[0]  # [C, B, T, D]
         for j in range(1, span):
             mixed = mixed + dw[..., j, :] * history[j]
         if self.cfg.pre_post_da_norm:
             post = self.post_norm[layer].view(c, 1, 1, -1)
-            mixed = F.rms_norm(mixed, (mixed.shape[-1],), None, self.eps) * post + x
+            mixed = rms_norm(mixed, None, self.eps) * post + x
         if c == 4:
             state.q, state.k, state.v, state.h = mixed.unbind(0)
         else:

@@ -163,7 +163,8 @@ def test_muddformer_streams_match_the_official_einsum():
         dw = dw.permute(2, 0, 1, 3)  # [C, B, T, L]
         expected = torch.einsum("LBTD,CBTL->CBTD", torch.stack(hiddens), dw)  # official training path
         got = torch.stack([state.q, state.k, state.v, state.h]) if i < 3 else state.h[None]
-        torch.testing.assert_close(got, expected)
+        # the model's CPU RMSNorm (arch.layers.rms_norm) rounds differently from F.rms_norm's
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-4)
         if i < 3:
             assert len({id(state.q), id(state.k), id(state.v), id(state.h)}) == 4
     assert not state.history  # released after the last layer
@@ -192,7 +193,8 @@ def test_muddformer_pre_post_da_norm_matches_the_official_equations():
             [hand_norm(summed[c], design.post_norm[i][c], None) + x for c in range(len(dw))]
         )
         got = torch.stack([state.q, state.k, state.v, state.h]) if i < 3 else state.h[None]
-        torch.testing.assert_close(got, expected)
+        # the model's CPU RMSNorm (arch.layers.rms_norm) rounds differently from F.rms_norm's
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-4)
 
 
 def test_muddformer_pre_post_da_norm_init_prior_zero_and_stream_norms_nearly_closed():

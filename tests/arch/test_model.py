@@ -5,7 +5,7 @@ import torch
 import yaml
 
 from arch import ModelConfig, build_model, presets
-from arch.layers import Rotary, interleave
+from arch.layers import RMSNorm, Rotary, _RMSNormCPU, interleave
 from tests.arch.design_examples import HARNESS_MODEL
 
 NOMINAL_PARAMS = {
@@ -229,3 +229,21 @@ def test_rotary_is_rotate_half_up_to_the_interleaving_permutation_in_both_paths(
     old = rotate_half(q, angles) @ rotate_half(k, angles).transpose(-1, -2)
     new = rotary(q[..., order]) @ rotary(k[..., order]).transpose(-1, -2)
     torch.testing.assert_close(new, old, rtol=1e-5, atol=1e-6)
+
+
+def test_cpu_rmsnorm_is_f_rms_norm_forward_and_backward():
+    x = torch.randn(3, 5, 16, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(16, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: _RMSNormCPU.apply(a, b, 1e-6), (x, w))
+    assert torch.autograd.gradcheck(lambda a: _RMSNormCPU.apply(a, None, 1e-6), (x,))  # no scale
+    norm = RMSNorm(16, 1e-6)
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(16))
+    x32 = torch.randn(4, 7, 16, requires_grad=True)
+    g = torch.randn(4, 7, 16)
+    got = norm(x32)  # the CPU fp32 path
+    (dx, dw) = torch.autograd.grad(got, (x32, norm.weight), g)
+    want = torch.nn.functional.rms_norm(x32, (16,), norm.weight, 1e-6)
+    (wx, ww) = torch.autograd.grad(want, (x32, norm.weight), g)
+    assert torch.allclose(got, want, atol=1e-6) and torch.allclose(dx, wx, atol=1e-5)
+    assert torch.allclose(dw, ww, atol=1e-5)
