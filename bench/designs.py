@@ -42,6 +42,7 @@ from trainers.costs import (
     synthetic_step,
     synthetic_step_of,
 )
+from trainers.host import keep_freed_memory
 from trainers.timing import interleaved, sync
 
 # One representative configuration per design family (the SATFormer paper's forms first: its
@@ -265,6 +266,7 @@ def main(argv=None) -> int:
     if unknown or "baseline" not in names:
         print(f"--designs: unknown {unknown}; allowed: {', '.join(DESIGNS)}, {REFERENCE} (baseline required)")
         return 2
+    keep_freed_memory()  # as the trials run (trainers.host)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.device == "auto":

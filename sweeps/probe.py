@@ -108,8 +108,10 @@ def time_architectures(
 
     import torch
 
+    from trainers.host import keep_freed_memory
     from trainers.timing import interleaved
 
+    keep_freed_memory()  # as the trials run
     trial_threads = archs[base_key]["num_threads"] or torch.get_num_threads()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     ratio_threads = 1 if device.type == "cpu" else trial_threads

@@ -13,6 +13,7 @@ import torch
 from trainers.callbacks import GateStats, ModelStats, StepMemory, Throughput
 from trainers.config import TrialConfig
 from trainers.data import build_datamodule
+from trainers.host import keep_freed_memory
 from trainers.module import LanguageModel, resolve_precision
 
 _QUIET = (
@@ -89,6 +90,7 @@ def fit_process(
     """`fit` in this process: the whole run, or one worker's part of a data-parallel run
     (`lightning`: the Trainer's devices/strategy/plugins for it, `trainers.distributed`)."""
     _quiet_lightning()
+    keep_freed_memory()  # no page faults on every step's activations (trainers.host)
     threads = cfg.train.num_threads
     if cfg.train.workers > 1:
         from trainers.distributed import worker_threads
