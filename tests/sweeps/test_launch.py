@@ -100,8 +100,9 @@ def test_local_launch_records_every_run_and_survives_a_diverging_trial(tmp_path,
         "seed": sat.data.tags["sweep.seed"],
         **design,  # the design's descriptors, as params for MLflow's charts
     }
-    final = {f"final/{m}" for m in (*METRICS, "tokens_per_s", "tokens_per_s_ratio")}
+    final = {f"final/{m}" for m in (*METRICS, "tokens_per_s", "tokens_per_s_ratio", "fit_s", "logging_s")}
     assert set(sat.data.metrics) <= {*final, *METRICS, "sweep/wall_s", "epoch"}
+    assert sat.data.metrics["final/fit_s"] >= sat.data.metrics["final/logging_s"] > 0
     assert sat.data.tags["pareto_rank"] == "0" and sat.data.tags["mode"] == "gated"
     assert "config.yaml" in artifacts(study, sat)
     curve = client(study.mlflow_uri()).get_metric_history(sat.info.run_id, "val_loss")
