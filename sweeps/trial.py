@@ -136,15 +136,14 @@ def default_fit():
 
 
 def execute(task: TrialTask, report: Report | None = None, fit: Callable | None = None) -> Outcome:
-    from lightning.pytorch.loggers import MLFlowLogger
-
+    from sweeps.run_logger import TrialLogger
     from trainers.config import TrialConfig
     from trainers.records import CHECKPOINT_FOLDER, CHECKPOINT_NAME
 
     start = time.time()
     fit = fit or default_fit()
     config = TrialConfig.from_dict(task.resolved)
-    logger = MLFlowLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
+    logger = TrialLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
     clock = Stopwatch()
     if config.train.workers == 1:  # spawned data-parallel workers pickle the logger: left plain
         for name in ("log_metrics", "log_hyperparams", "finalize"):
