@@ -146,7 +146,7 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
     logger = TrialLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
     clock = Stopwatch()
     if config.train.workers == 1:  # spawned data-parallel workers pickle the logger: left plain
-        for name in ("log_metrics", "log_hyperparams", "finalize"):
+        for name in ("log_metrics", "log_hyperparams"):  # TrialLogger.finalize does nothing
             setattr(logger, name, clock.timed(getattr(logger, name)))
         report = clock.timed(report) if report is not None else None
     callbacks = [report_callback(report)] if report is not None else []

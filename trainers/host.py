@@ -4,8 +4,8 @@ glibc's malloc hands every block over its mmap threshold (128 KiB at start, movi
 as such blocks are freed) to the kernel as fresh pages and unmaps it again on free, and it trims
 the heap's free top back to the kernel: a training step's activations, allocated and freed every
 step, then cost page faults (zero-filled pages) on every step. Measured here (mini, B8 T128, one
-thread, 12 paired rounds): the baseline's step 3.1% faster with the settings below, the plain
-reference GPT's (bench.reference) 0.9%; in a SwiGLU block the product and the backward's cat of
+thread, 12 paired rounds): the baseline's step 5.6% faster with the settings below, the plain
+reference GPT's (bench.reference) 2.8%; in a SwiGLU block the product and the backward's cat of
 [8, 128, 768] tensors took 30-40% less time.
 """
 
