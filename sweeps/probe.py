@@ -15,8 +15,9 @@ Drift and a busy neighbour hit every architecture of a round alike, so the ratio
 cores the six designs of studies/dense_vs_selective.yaml kept their ratios within 1.8% over
 quiet launches and within 4.5% beside a busy loop, ranking kept (docs/fronts/README.md); designs
 closer than that are a tie, which the fronts' throughput intervals over the rounds show. On CPU
-the rounds run on one thread (see `time_architectures`) and the baseline's absolute speed is
-timed at the trial's thread count. Results are cached in
+the rounds run on one thread each, shared among one process per thread of the trial (see
+`time_architectures`), and the baseline's absolute speed is timed at the trial's thread count.
+Results are cached in
 results/<name>/costs.json by architecture hash and machine (host, CPU or GPU model, threads), so
 a resumed or extended study re-times nothing; each run's child in MLflow gets both values. It
 runs where trials run: in the launcher for backend local, as a Ray task with one trial's
@@ -33,6 +34,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import socket
 import statistics
 import time
@@ -80,8 +82,8 @@ def machine_key(num_threads: int | None = None) -> str:
 
 
 TRIAL_THREADS = "baseline@trial_threads"  # the baseline's step timed at the trial's thread count
-# ... in every other round only: one absolute median needs fewer samples than the paired ratios
-# (it scales every design's tokens/s alike), and it was 11% of the probe's time in every round
+# ... in half as many rounds as the ratios: one absolute median needs fewer samples than the paired
+# ratios (it scales every design's tokens/s alike)
 TRIAL_THREADS_EVERY = 2
 
 
@@ -99,52 +101,151 @@ def time_architectures(
     On CPU the rounds run on one thread: a step on two threads waits at every parallel region
     for the slower thread, so another job on one core of a small machine moves every ratio
     (measured on 2 cores, a tiny-preset step: 0.18-0.21 s quiet and 0.52-0.77 s next to one busy
-    loop on two threads; 0.30-0.35 s and 0.27-0.33 s on one thread).
-    On CPU the baseline is also timed at the trial's thread count in every other round of the
-    first group, for the absolute tokens/s (`trial_threads_seconds`). On a GPU every timing runs
-    at the trial's setting, and the baseline's own rounds give the absolute tokens/s.
+    loop on two threads; 0.30-0.35 s and 0.27-0.33 s on one thread). A one-thread step is timed
+    by its thread's CPU time, which a neighbour sharing the core cannot lengthen; so the trial's
+    cores can all time rounds at once: the rounds are shared among as many one-thread processes
+    as the trial has threads (this one and children started here), each pairing its own rounds.
+    Measured on 2 cores (docs/fronts/README.md): the two processes' steps as fast as one
+    process's, the ratios as steady, and beside a busy loop as steady as quiet. Then the baseline
+    alone is timed at the trial's thread count (wall), for the absolute tokens/s
+    (`trial_threads_seconds`). On a GPU every timing runs in this process at the trial's setting
+    (wall), and the baseline's own rounds give the absolute tokens/s.
     """
+    import torch
+
+    trial_threads = archs[base_key]["num_threads"] or torch.get_num_threads()
+    if torch.cuda.is_available():
+        seconds, base_seconds = time_rounds(archs, range(rounds), steps, base_key, max_models, trial_threads)
+        trial_seconds, processes = seconds[base_key], 1
+    else:
+        processes = max(1, min(trial_threads, rounds, _usable_cpus()))
+        shares = [range(i, rounds, processes) for i in range(processes)]
+        seconds, base_seconds = _time_shares(archs, shares, steps, base_key, max_models)
+        trial_seconds = seconds[base_key]
+        if trial_threads > 1:  # alone now: every core the trial has is free
+            baseline = {TRIAL_THREADS: _warm_step(archs[base_key], torch.device("cpu"))}
+            samples = -(-rounds // TRIAL_THREADS_EVERY)
+            trial_seconds = _interleaved(baseline, range(samples), steps, trial_threads)[TRIAL_THREADS]
+    return {
+        "seconds_per_step": seconds,
+        "base_seconds_per_step": base_seconds,
+        "trial_threads_seconds": trial_seconds,
+        "processes": processes,
+        "clock": "wall" if torch.cuda.is_available() else "thread_cpu",  # of the ratio rounds
+        "machine": machine_key(trial_threads),
+    }
+
+
+def time_rounds(
+    archs: dict[str, dict], rounds: range, steps: int, base_key: str, max_models: int | None, threads: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """The interleaved `rounds` of every architecture at `threads` torch threads, in this process:
+    (seconds per step of each, seconds per step of the baseline paired with each)."""
     import gc
 
     import torch
 
     from trainers.host import keep_freed_memory
-    from trainers.timing import interleaved
 
     keep_freed_memory()  # as the trials run
-    trial_threads = archs[base_key]["num_threads"] or torch.get_num_threads()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    ratio_threads = 1 if device.type == "cpu" else trial_threads
     others = [k for k in archs if k != base_key]
     size = max(1, len(others) if max_models is None else max_models - 1)
     groups = [others[i : i + size] for i in range(0, len(others), size)] or [[]]
     seconds: dict[str, list[float]] = {}
     base_seconds: dict[str, list[float]] = {}
-    trial_seconds: list[float] = []
     for i, group in enumerate(groups):
         built = {k: _warm_step(archs[k], device) for k in (base_key, *group)}
-        threads = dict.fromkeys(built, ratio_threads)
-        every = {}
-        if i == 0 and device.type == "cpu":  # the same built baseline, at the trial's threads
-            built[TRIAL_THREADS] = built[base_key]
-            threads[TRIAL_THREADS] = trial_threads
-            every[TRIAL_THREADS] = TRIAL_THREADS_EVERY
-        wall = interleaved(built, rounds, steps, device, threads, every).wall
+        wall = _interleaved(built, rounds, steps, threads)
         if i == 0:
             seconds[base_key] = base_seconds[base_key] = wall[base_key]
-            trial_seconds = wall.get(TRIAL_THREADS, wall[base_key])
         for k in group:
             seconds[k], base_seconds[k] = wall[k], wall[base_key]
         del built
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    return {
-        "seconds_per_step": seconds,
-        "base_seconds_per_step": base_seconds,
-        "trial_threads_seconds": trial_seconds,
-        "machine": machine_key(trial_threads),
-    }
+    return seconds, base_seconds
+
+
+def _interleaved(built: dict, rounds: range, steps: int, threads: int) -> dict[str, list[float]]:
+    """Seconds per step of each round: on one CPU thread the thread's CPU time (what a busy
+    neighbour sharing the core cannot add to, `trainers.timing.Timings`), else wall time."""
+    import torch
+
+    from trainers.timing import interleaved
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    timings = interleaved(built, rounds, steps, device, dict.fromkeys(built, threads))
+    return timings.thread if device.type == "cpu" and threads == 1 else timings.wall
+
+
+def _time_shares(archs, shares: list[range], steps, base_key, max_models):
+    """`time_rounds` of each share of the rounds on one thread, concurrently: the first share here,
+    the others in child processes; their lists joined share after share (pairs stay pairs)."""
+    args = [[archs, [s.start, s.stop, s.step], steps, base_key, max_models] for s in shares[1:]]
+    children = [_RoundsChild(a) for a in args]
+    try:
+        parts = [time_rounds(archs, shares[0], steps, base_key, max_models, 1)]
+        parts += [child.result() for child in children]
+    finally:
+        for child in children:
+            child.kill()
+    seconds = {k: [t for part in parts for t in part[0][k]] for k in archs}
+    base_seconds = {k: [t for part in parts for t in part[1][k]] for k in archs}
+    return seconds, base_seconds
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class _RoundsChild:
+    """A share of the probe's rounds in a child process (`python -c`, the same interpreter and
+    import path): JSON arguments on its stdin, its `time_rounds` result as JSON in a file."""
+
+    def __init__(self, args: list):
+        import subprocess
+        import sys
+        import tempfile
+
+        self.dir = Path(tempfile.mkdtemp(prefix="probe-rounds-"))
+        code = "from sweeps.probe import _rounds_child_main; _rounds_child_main()"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        with open(self.dir / "stderr", "w") as err:  # a file, not a pipe: a full pipe stalls the child
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", code, str(self.dir / "result.json")],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env,
+            )  # fmt: skip
+        self.proc.stdin.write(json.dumps(args))
+        self.proc.stdin.close()
+
+    def result(self) -> tuple[dict, dict]:
+        if self.proc.wait() != 0:
+            stderr = (self.dir / "stderr").read_text()[-4000:]
+            raise RuntimeError(f"cost probe: a child process timing rounds failed:\n{stderr}")
+        seconds, base_seconds = json.loads((self.dir / "result.json").read_text())
+        return seconds, base_seconds
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _rounds_child_main() -> None:
+    import sys
+
+    import torch
+
+    archs, (start, stop, step), steps, base_key, max_models = json.loads(sys.stdin.read())
+    torch.set_num_threads(1)
+    result = time_rounds(archs, range(start, stop, step), steps, base_key, max_models, 1)
+    Path(sys.argv[1]).write_text(json.dumps(result))
 
 
 def _warm_step(arch: dict, device):
@@ -217,16 +318,18 @@ class Probe:
         tokens = baseline["batch_size"] * baseline["seq_len"] * baseline.get("workers", 1)
         if base_key not in table:
             base_tps = tokens / statistics.median(result["trial_threads_seconds"])
-            table[base_key] = _entry(baseline, base_s, base_s, base_tps)
+            table[base_key] = _entry(baseline, base_s, base_s, base_tps, result["clock"])
         base_tps = table[base_key]["baseline_tokens_per_s"]
         for key, arch in missing.items():
             if key != base_key:
-                table[key] = _entry(arch, result["seconds_per_step"][key], paired[key], base_tps)
+                seconds = result["seconds_per_step"][key]
+                table[key] = _entry(arch, seconds, paired[key], base_tps, result["clock"])
         self._save()
         if self.stream is not None:
             print(
                 f"cost probe: {len(archs)} architecture(s), {self.rounds} interleaved rounds of "
-                f"{self.steps} steps, {time.time() - start:.0f}s ({self.path})",
+                f"{self.steps} steps in {result.get('processes', 1)} process(es), "
+                f"{time.time() - start:.0f}s ({self.path})",
                 file=self.stream,
                 flush=True,
             )
@@ -238,7 +341,9 @@ class Probe:
         return {"tokens_per_s": entry["tokens_per_s"], "tokens_per_s_ratio": entry["tokens_per_s_ratio"]}
 
 
-def _entry(arch: dict, seconds: list[float], base_seconds: list[float], base_tokens_per_s: float) -> dict:
+def _entry(
+    arch: dict, seconds: list[float], base_seconds: list[float], base_tokens_per_s: float, clock: str
+) -> dict:
     from trainers.timing import paired_ratios
 
     ratios = paired_ratios(base_seconds, seconds)
@@ -246,6 +351,7 @@ def _entry(arch: dict, seconds: list[float], base_seconds: list[float], base_tok
     return {
         "arch": arch,
         "seconds_per_step": seconds,
+        "clock": clock,  # what seconds_per_step counts (entries without it: wall, one process)
         "ratios": ratios,
         "tokens_per_s_ratio": ratio,
         "tokens_per_s": ratio * base_tokens_per_s,

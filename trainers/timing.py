@@ -28,10 +28,18 @@ import torch
 @dataclasses.dataclass
 class Timings:
     """Per model, per round: the wall seconds of its fastest step and the process CPU seconds of
-    that same step."""
+    that same step; and the fewest CPU seconds of the calling thread over the round's steps.
+
+    On one torch thread a CPU step runs wholly on the calling thread, so its thread CPU time is
+    the step's wall time without the time the thread waited for a core: measured on 2 cores, one
+    thread's tiny-preset step, 0.146 s wall and 0.146 s thread CPU alone; beside two busy
+    processes 0.192 s wall and 0.143 s thread CPU, and paired ratios over rounds that scattered
+    11-21% (interquartile) by wall and 1.2-2.2% by thread CPU, their medians within 0.5% of the
+    quiet run's (docs/fronts/README.md)."""
 
     wall: dict[str, list[float]]
     cpu: dict[str, list[float]]
+    thread: dict[str, list[float]] = dataclasses.field(default_factory=dict)
 
 
 def sync(device) -> None:
@@ -41,42 +49,45 @@ def sync(device) -> None:
 
 def interleaved(
     steps: Mapping[str, Callable[[], object]],
-    rounds: int,
+    rounds: int | range,
     per_round: int,
     device,
     threads: Mapping[str, int] | None = None,
     every: Mapping[str, int] | None = None,
 ) -> Timings:
     """Times `steps` (name -> a warmed-up step) in `rounds` interleaved rounds of `per_round`
-    steps each. `threads`: torch CPU threads for some names (others run at the current setting).
-    `every`: some names run only in every k-th round (0, k, 2k, ...; others in every round), for
-    a number that needs fewer samples than the paired ratios."""
+    steps each, or in the rounds a range numbers (a share of the rounds, run in its own process,
+    keeps its rounds' rotation). `threads`: torch CPU threads for some names (others run at the
+    current setting). `every`: some names run only in every k-th round (0, k, 2k, ...; others in
+    every round), for a number that needs fewer samples than the paired ratios."""
     names = list(steps)
     default_threads = torch.get_num_threads()
     wall: dict[str, list[float]] = {n: [] for n in names}
     cpu: dict[str, list[float]] = {n: [] for n in names}
+    thread: dict[str, list[float]] = {n: [] for n in names}
     try:
-        for r in range(rounds):
+        for r in range(rounds) if isinstance(rounds, int) else rounds:
             for name in names[r % len(names) :] + names[: r % len(names)]:  # no model always first
                 if r % (every or {}).get(name, 1):
                     continue
                 torch.set_num_threads((threads or {}).get(name, default_threads))
-                best = (float("inf"), float("inf"))
-                for _ in range(per_round):
-                    best = min(best, _time_step(steps[name], device))
+                timed = [_time_step(steps[name], device) for _ in range(per_round)]
+                best = min(timed)
                 wall[name].append(best[0])
                 cpu[name].append(best[1])
+                thread[name].append(min(t[2] for t in timed))
     finally:
         torch.set_num_threads(default_threads)
-    return Timings(wall, cpu)
+    return Timings(wall, cpu, thread)
 
 
-def _time_step(step: Callable[[], object], device) -> tuple[float, float]:
+def _time_step(step: Callable[[], object], device) -> tuple[float, float, float]:
+    """(wall, process CPU, calling thread's CPU) seconds of one step."""
     sync(device)
-    t, c = time.perf_counter(), time.process_time()
+    t, c, h = time.perf_counter(), time.process_time(), time.thread_time()
     step()
     sync(device)
-    return time.perf_counter() - t, time.process_time() - c
+    return time.perf_counter() - t, time.process_time() - c, time.thread_time() - h
 
 
 def paired_ratios(base: list[float], other: list[float]) -> list[float]:

@@ -127,4 +127,34 @@ def test_max_models_times_groups_each_against_its_own_baseline(tmp_path, monkeyp
     assert paired[others[0]] is not paired[others[1]]  # each group timed its own baseline
     assert paired[base_key] == paired[others[0]]  # the first group's baseline is the baseline's own
     assert all(len(s) == 3 for s in result["seconds_per_step"].values())
-    assert len(result["trial_threads_seconds"]) == 2  # rounds 0 and 2 (TRIAL_THREADS_EVERY)
+    assert result["processes"] == 1  # a one-thread trial: its one core times every round
+    assert result["trial_threads_seconds"] == result["seconds_per_step"][base_key]  # no duplicate
+
+
+def test_a_trials_cores_share_the_rounds_and_then_time_the_baseline_at_its_threads(tmp_path):
+    import sweeps.probe as probe_module
+
+    trial = {**TRIAL, "train": {**TRIAL["train"], "num_threads": 2}}
+    study = load_study(write_study(tmp_path, trial=trial))
+    archs = {arch_key(a): a for a in (architecture(study.trial_config(p)) for p in study.planned_points())}
+    base_key = next(k for k, a in archs.items() if a["model"]["residual"]["kind"] == "none")
+    result = probe_module.time_architectures(archs, 3, 1, base_key)
+    assert result["processes"] == 2  # rounds 0 and 2 here, round 1 in a child process
+    assert all(len(s) == 3 for s in result["seconds_per_step"].values())  # the child's round joined
+    assert result["base_seconds_per_step"] == dict.fromkeys(archs, result["seconds_per_step"][base_key])
+    assert len(result["trial_threads_seconds"]) == 2  # ceil(3 / TRIAL_THREADS_EVERY), on 2 threads
+    assert result["machine"].endswith("2 threads")
+
+
+def test_a_failing_child_of_the_probe_says_why():
+    import pytest
+
+    from sweeps.probe import _RoundsChild
+
+    arch = {"model": {"preset": "no-such-preset"}, "batch_size": 2, "seq_len": 8, "precision": "32",
+            "compile": False, "num_threads": 1}  # fmt: skip
+    child = _RoundsChild([{"a": arch}, [1, 2, 1], 1, "a", None])
+    with pytest.raises(RuntimeError, match="(?s)child process timing rounds failed.*no-such-preset"):
+        child.result()
+    child.kill()
+    assert not child.dir.exists()

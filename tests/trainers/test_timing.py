@@ -43,6 +43,34 @@ def test_rounds_rotate_keep_the_fastest_step_and_set_each_models_threads():
         0.2 < statistics.median(paired_ratios(got.wall["a"], got.wall["b"])) < 0.5
     )  # b takes three times a's time
     assert all(c < w for c, w in zip(got.cpu["b"], got.wall["b"], strict=True))  # sleeping is not CPU
+    assert all(t < 0.002 for t in got.thread["c"])  # nor this thread's CPU, the slow step's included
+
+
+def test_thread_cpu_time_leaves_out_what_other_threads_take_from_the_core():
+    import threading
+
+    def spin():  # 20 ms of this thread's CPU, whatever else runs
+        start = time.thread_time()
+        while time.thread_time() - start < 0.02:
+            pass
+
+    stop = threading.Event()
+
+    def rival():
+        while not stop.is_set():
+            pass
+
+    rivals = [threading.Thread(target=rival) for _ in range(3)]
+    for r in rivals:
+        r.start()
+    try:  # the GIL and the rivals take the core away for most of each step's wall time
+        got = interleaved({"spin": spin}, rounds=3, per_round=1, device="cpu")
+    finally:
+        stop.set()
+        for r in rivals:
+            r.join()
+    assert all(0.02 <= t < 0.03 for t in got.thread["spin"])
+    assert min(got.wall["spin"]) > 0.03
 
 
 def test_paired_ratios_pair_by_round():
@@ -56,3 +84,11 @@ def test_every_times_a_model_only_in_every_kth_round():
     got = interleaved(steps, rounds=5, per_round=1, device="cpu", every={"b": 2})
     assert calls.count("a") == 5 and calls.count("b") == 3  # rounds 0, 2 and 4
     assert len(got.wall["a"]) == 5 and len(got.wall["b"]) == 3
+
+
+def test_a_range_of_rounds_keeps_those_rounds_rotation_and_every():
+    calls = []
+    steps = {n: (lambda n=n: calls.append(n)) for n in "abc"}
+    got = interleaved(steps, rounds=range(1, 5, 2), per_round=1, device="cpu", every={"c": 3})
+    assert calls == ["b", "a", "a", "b", "c"]  # round 1 starts at b, round 3 at a; c in round 3 only
+    assert len(got.wall["a"]) == 2 and len(got.wall["c"]) == 1
