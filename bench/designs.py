@@ -110,13 +110,16 @@ def reference_step(args, device, autocast_dtype, mark) -> SyntheticStep:
     AdamW with the trainer's defaults, decay on the matrices, a seed-0 batch)."""
     from arch import ModelConfig
     from trainers.config import TrainConfig
+    from trainers.optim import fusable
 
     torch.manual_seed(0)
     model = reference.like(ModelConfig.from_dict(model_config(args, {"kind": "none"}))).to(device)
     train = TrainConfig()
     groups = [{"params": [p for p in model.parameters() if p.dim() == 2], "weight_decay": train.weight_decay},
               {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]  # fmt: skip
-    opt = torch.optim.AdamW(groups, lr=train.lr, betas=(train.beta1, train.beta2))
+    opt = torch.optim.AdamW(
+        groups, lr=train.lr, betas=(train.beta1, train.beta2), fused=fusable(list(model.parameters()))
+    )
     vocab = model.tok.weight.shape[0]
     return synthetic_step_of(
         model, opt, vocab, args.batch, args.seq_len, device, autocast_dtype, args.compile, mark

@@ -62,6 +62,31 @@ def test_optimizer_groups_carry_the_weight_decay():
     assert all(g["lr"] == 1e-3 for g in opt.param_groups)
 
 
+def test_cpu_optimizer_is_fused_and_steps_like_torchs_default():
+    import torch
+
+    torch.manual_seed(0)
+    model = build_model(ModelConfig.from_dict({**DIMS, "residual": GATED}))
+    twin = build_model(ModelConfig.from_dict({**DIMS, "residual": GATED}))
+    twin.load_state_dict(model.state_dict())
+    train = TrainConfig(weight_decay=0.1, lr=1e-2)
+    fused = build_optimizer(model, train)
+    twins = dict(twin.named_parameters())
+    plain = torch.optim.AdamW(  # the same groups, torch's CPU default (parameter by parameter)
+        [{"params": [twins[n] for n in _names(model, g["params"])], "weight_decay": g["weight_decay"]}
+         for g in fused.param_groups], lr=train.lr, betas=(train.beta1, train.beta2),
+    )  # fmt: skip
+    assert all(g["fused"] for g in fused.param_groups) and not any(g["fused"] for g in plain.param_groups)
+    tokens = torch.randint(0, model.cfg.vocab_size, (2, 16))
+    for _ in range(3):
+        for m, opt in ((model, fused), (twin, plain)):
+            opt.zero_grad()
+            m(tokens).square().mean().backward()
+            opt.step()
+    for (name, a), b in zip(model.named_parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+
+
 def _curve(**kw):
     train = TrainConfig(**{"warmup_frac": 0.1, "min_lr_ratio": 0.1, **kw})
     f = lr_multiplier(train, 100)
