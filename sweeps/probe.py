@@ -12,16 +12,16 @@ only ever adds time):
     tokens_per_s       = tokens_per_s_ratio x the baseline's tokens/s (median of its rounds)
 
 Drift and a busy neighbour hit every architecture of a round alike, so the ratios hold: on 2
-cores the six designs of studies/dense_vs_selective.yaml kept their ratios within 1.8% over
-quiet launches and within 4.5% beside a busy loop, ranking kept (docs/fronts/README.md); designs
-closer than that are a tie, which the fronts' throughput intervals over the rounds show. On CPU
-the rounds run on one thread each, shared among one process per thread of the trial (see
-`time_architectures`), and the baseline's absolute speed is timed at the trial's thread count.
-Results are cached in
-results/<name>/costs.json by architecture hash and machine (host, CPU or GPU model, threads), so
-a resumed or extended study re-times nothing; each run's child in MLflow gets both values. It
-runs where trials run: in the launcher for backend local, as a Ray task with one trial's
-resources for backend ray (on the trial's kind of device).
+cores the six designs of studies/dense_vs_selective.yaml kept their ratios within 1.2% over two
+quiet launches and within 1.6% of them beside a busy loop, ranking kept
+(docs/fronts/README.md); designs closer than that are a tie, which the fronts' throughput
+intervals over the rounds show. On CPU the rounds run on one thread each, shared among one
+process per thread of the trial (see `time_architectures`), and the baseline's absolute speed
+is timed at the trial's thread count. Results are cached in results/<name>/costs.json by
+architecture hash and machine (host, CPU or GPU model, threads), so a resumed or extended study
+re-times nothing; each run's child in MLflow gets both values. It runs where trials run: in the
+launcher for backend local, as a Ray task with one trial's resources for backend ray (on the
+trial's kind of device).
 
 A data-parallel trial (`resources.workers` k) is probed as one worker's step on its share of the
 batch, and `tokens_per_s` is k times that worker's: the compute a design costs at that scale,
