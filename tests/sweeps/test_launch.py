@@ -116,7 +116,10 @@ def wait_for_complete(study, n, proc, timeout=120):
         assert proc.poll() is None, proc.stdout.read()
         journal = Path(study.storage_url()[len("journal:") :])
         if journal.exists():
-            states = Counter(t.state for t in optuna_trials(study))
+            try:
+                states = Counter(t.state for t in optuna_trials(study))
+            except KeyError:  # the journal file is there, the study's record not yet
+                states = Counter()
             if states[TrialState.COMPLETE] >= n and states[TrialState.RUNNING]:
                 time.sleep(0.3)
                 return
