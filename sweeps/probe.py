@@ -239,9 +239,18 @@ class _RoundsChild:
 
 def _rounds_child_main() -> None:
     import sys
+    import threading
 
     import torch
 
+    parent = os.getppid()
+
+    def end_with_parent():  # a killed probe (Ctrl-C, a cancelled Ray task) leaves no timing child
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=end_with_parent, daemon=True).start()
     archs, (start, stop, step), steps, base_key, max_models = json.loads(sys.stdin.read())
     torch.set_num_threads(1)
     result = time_rounds(archs, range(start, stop, step), steps, base_key, max_models, 1)

@@ -158,3 +158,53 @@ def test_a_failing_child_of_the_probe_says_why():
         child.result()
     child.kill()
     assert not child.dir.exists()
+
+
+def test_a_probe_child_ends_when_its_parent_is_killed(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    # A stand-in parent hands a child endless rounds of a small model, prints its pid and is
+    # killed once the child is timing: the orphan must stop by itself.
+    model = {"preset": "tiny", "n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "max_seq_len": 16,
+             "vocab_size": 64}  # fmt: skip
+    arch = {"model": model, "batch_size": 2, "seq_len": 8, "precision": "auto", "compile": False,
+            "num_threads": 1}  # fmt: skip
+    args = json.dumps([{"a": arch}, [0, 10**7, 1], 1, "a", None])
+    code = "\n".join([
+        "import subprocess, sys, time",
+        "code = 'from sweeps.probe import _rounds_child_main; _rounds_child_main()'",
+        f"p = subprocess.Popen([sys.executable, '-c', code, {str(tmp_path / 'r.json')!r}],",
+        "                      stdin=subprocess.PIPE, text=True)",
+        f"p.stdin.write({args!r}); p.stdin.close()",
+        "print(p.pid, flush=True)",
+        "time.sleep(300)",
+    ])  # fmt: skip
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    child = psutil.Process(int(parent.stdout.readline()))
+    deadline = time.time() + 60
+    while sum(child.cpu_times()[:2]) < 6 and time.time() < deadline:  # imports take ~3.5 s of CPU
+        time.sleep(0.2)
+    assert child.is_running() and (tmp_path / "r.json").exists() is False  # timing, not done
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 20
+    while time.time() < deadline and _alive(child):
+        time.sleep(0.2)
+    alive = _alive(child)
+    if alive:
+        child.kill()
+    assert not alive
+
+
+def _alive(proc) -> bool:
+    import psutil
+
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
