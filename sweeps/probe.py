@@ -108,7 +108,8 @@ def time_architectures(
     Measured on 2 cores (docs/fronts/README.md): the two processes' steps as fast as one
     process's, the ratios as steady, and beside a busy loop as steady as quiet. Then the baseline
     alone is timed at the trial's thread count (wall), for the absolute tokens/s
-    (`trial_threads_seconds`). On a GPU every timing runs in this process at the trial's setting
+    (`trial_threads_seconds`); for a one-thread trial its rounds give it (thread CPU: its speed
+    on a core of its own). On a GPU every timing runs in this process at the trial's setting
     (wall), and the baseline's own rounds give the absolute tokens/s.
     """
     import torch
