@@ -32,14 +32,14 @@ class Timings:
 
     On one torch thread a CPU step runs wholly on the calling thread, so its thread CPU time is
     the step's wall time without the time the thread waited for a core: measured on 2 cores, one
-    thread's tiny-preset step, 0.146 s wall and 0.146 s thread CPU alone; beside two busy
-    processes 0.192 s wall and 0.143 s thread CPU, and paired ratios over rounds that scattered
-    11-21% (interquartile) by wall and 1.2-2.2% by thread CPU, their medians within 0.5% of the
-    quiet run's (docs/fronts/README.md)."""
+    thread's tiny-preset step, 0.146 s wall and 0.146 s thread CPU; with three processes on the
+    two cores (two timing, one busy loop) 0.192 s wall and 0.143 s thread CPU, and paired ratios
+    over rounds that scattered 11-21% (interquartile) by wall and 1.2-2.2% by thread CPU, their
+    medians within 0.5% of the quiet run's (docs/fronts/README.md)."""
 
     wall: dict[str, list[float]]
     cpu: dict[str, list[float]]
-    thread: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    thread: dict[str, list[float]]
 
 
 def sync(device) -> None:
@@ -56,8 +56,8 @@ def interleaved(
     every: Mapping[str, int] | None = None,
 ) -> Timings:
     """Times `steps` (name -> a warmed-up step) in `rounds` interleaved rounds of `per_round`
-    steps each, or in the rounds a range numbers (a share of the rounds, run in its own process,
-    keeps its rounds' rotation). `threads`: torch CPU threads for some names (others run at the
+    steps each, or in the rounds a range numbers: a share of the rounds timed in its own process
+    keeps those rounds' rotation. `threads`: torch CPU threads for some names (others run at the
     current setting). `every`: some names run only in every k-th round (0, k, 2k, ...; others in
     every round), for a number that needs fewer samples than the paired ratios."""
     names = list(steps)
