@@ -82,9 +82,9 @@ def machine_key(num_threads: int | None = None) -> str:
 
 
 TRIAL_THREADS = "baseline@trial_threads"  # the baseline's step timed at the trial's thread count
-# ... in half as many rounds as the ratios: one absolute median needs fewer samples than the paired
-# ratios (it scales every design's tokens/s alike)
-TRIAL_THREADS_EVERY = 2
+# ... in ceil(rounds / 2) samples: one absolute median needs fewer samples than the paired ratios
+# (it scales every design's tokens/s alike)
+TRIAL_THREADS_SAMPLES_PER_ROUND = 0.5
 
 
 def time_architectures(
@@ -112,10 +112,13 @@ def time_architectures(
     on a core of its own). On a GPU every timing runs in this process at the trial's setting
     (wall), and the baseline's own rounds give the absolute tokens/s.
     """
+    import math
+
     import torch
 
     trial_threads = archs[base_key]["num_threads"] or torch.get_num_threads()
-    if torch.cuda.is_available():
+    device = _device()
+    if device.type == "cuda":
         seconds, base_seconds = time_rounds(archs, range(rounds), steps, base_key, max_models, trial_threads)
         trial_seconds, processes = seconds[base_key], 1
     else:
@@ -124,17 +127,25 @@ def time_architectures(
         seconds, base_seconds = _time_shares(archs, shares, steps, base_key, max_models)
         trial_seconds = seconds[base_key]
         if trial_threads > 1:  # alone now: every core the trial has is free
-            baseline = {TRIAL_THREADS: _warm_step(archs[base_key], torch.device("cpu"))}
-            samples = -(-rounds // TRIAL_THREADS_EVERY)
-            trial_seconds = _interleaved(baseline, range(samples), steps, trial_threads)[TRIAL_THREADS]
+            baseline = {TRIAL_THREADS: _warm_step(archs[base_key], device)}
+            samples = math.ceil(rounds * TRIAL_THREADS_SAMPLES_PER_ROUND)
+            trial_seconds = _interleaved(baseline, range(samples), steps, trial_threads, device)[
+                TRIAL_THREADS
+            ]
     return {
         "seconds_per_step": seconds,
         "base_seconds_per_step": base_seconds,
         "trial_threads_seconds": trial_seconds,
         "processes": processes,
-        "clock": "wall" if torch.cuda.is_available() else "thread_cpu",  # of the ratio rounds
+        "clock": "wall" if device.type == "cuda" else "thread_cpu",  # of the ratio rounds
         "machine": machine_key(trial_threads),
     }
+
+
+def _device():
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def time_rounds(
@@ -149,7 +160,7 @@ def time_rounds(
     from trainers.host import keep_freed_memory
 
     keep_freed_memory()  # as the trials run
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = _device()
     others = [k for k in archs if k != base_key]
     size = max(1, len(others) if max_models is None else max_models - 1)
     groups = [others[i : i + size] for i in range(0, len(others), size)] or [[]]
@@ -157,7 +168,7 @@ def time_rounds(
     base_seconds: dict[str, list[float]] = {}
     for i, group in enumerate(groups):
         built = {k: _warm_step(archs[k], device) for k in (base_key, *group)}
-        wall = _interleaved(built, rounds, steps, threads)
+        wall = _interleaved(built, rounds, steps, threads, device)
         if i == 0:
             seconds[base_key] = base_seconds[base_key] = wall[base_key]
         for k in group:
@@ -169,14 +180,11 @@ def time_rounds(
     return seconds, base_seconds
 
 
-def _interleaved(built: dict, rounds: range, steps: int, threads: int) -> dict[str, list[float]]:
+def _interleaved(built: dict, rounds: range, steps: int, threads: int, device) -> dict[str, list[float]]:
     """Seconds per step of each round: on one CPU thread the thread's CPU time (what a busy
     neighbour sharing the core cannot add to, `trainers.timing.Timings`), else wall time."""
-    import torch
-
     from trainers.timing import interleaved
 
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     timings = interleaved(built, rounds, steps, device, dict.fromkeys(built, threads))
     return timings.thread if device.type == "cpu" and threads == 1 else timings.wall
 
@@ -191,7 +199,7 @@ def _time_shares(archs, shares: list[range], steps, base_key, max_models):
         parts += [child.result() for child in children]
     finally:
         for child in children:
-            child.kill()
+            child.close()
     seconds = {k: [t for part in parts for t in part[0][k]] for k in archs}
     base_seconds = {k: [t for part in parts for t in part[1][k]] for k in archs}
     return seconds, base_seconds
@@ -231,7 +239,8 @@ class _RoundsChild:
         seconds, base_seconds = json.loads((self.dir / "result.json").read_text())
         return seconds, base_seconds
 
-    def kill(self) -> None:
+    def close(self) -> None:
+        """Stops the child if it still runs, removes its folder."""
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
@@ -338,7 +347,7 @@ class Probe:
         if self.stream is not None:
             print(
                 f"cost probe: {len(archs)} architecture(s), {self.rounds} interleaved rounds of "
-                f"{self.steps} steps in {result.get('processes', 1)} process(es), "
+                f"{self.steps} steps in {result['processes']} process(es), "
                 f"{time.time() - start:.0f}s ({self.path})",
                 file=self.stream,
                 flush=True,

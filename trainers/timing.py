@@ -53,13 +53,11 @@ def interleaved(
     per_round: int,
     device,
     threads: Mapping[str, int] | None = None,
-    every: Mapping[str, int] | None = None,
 ) -> Timings:
     """Times `steps` (name -> a warmed-up step) in `rounds` interleaved rounds of `per_round`
     steps each, or in the rounds a range numbers: a share of the rounds timed in its own process
     keeps those rounds' rotation. `threads`: torch CPU threads for some names (others run at the
-    current setting). `every`: some names run only in every k-th round (0, k, 2k, ...; others in
-    every round), for a number that needs fewer samples than the paired ratios."""
+    current setting)."""
     names = list(steps)
     default_threads = torch.get_num_threads()
     wall: dict[str, list[float]] = {n: [] for n in names}
@@ -68,8 +66,6 @@ def interleaved(
     try:
         for r in range(rounds) if isinstance(rounds, int) else rounds:
             for name in names[r % len(names) :] + names[: r % len(names)]:  # no model always first
-                if r % (every or {}).get(name, 1):
-                    continue
                 torch.set_num_threads((threads or {}).get(name, default_threads))
                 timed = [_time_step(steps[name], device) for _ in range(per_round)]
                 best = min(timed)

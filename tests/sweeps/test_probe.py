@@ -142,7 +142,7 @@ def test_a_trials_cores_share_the_rounds_and_then_time_the_baseline_at_its_threa
     assert result["processes"] == 2  # rounds 0 and 2 here, round 1 in a child process
     assert all(len(s) == 3 for s in result["seconds_per_step"].values())  # the child's round joined
     assert result["base_seconds_per_step"] == dict.fromkeys(archs, result["seconds_per_step"][base_key])
-    assert len(result["trial_threads_seconds"]) == 2  # ceil(3 / TRIAL_THREADS_EVERY), on 2 threads
+    assert len(result["trial_threads_seconds"]) == 2  # ceil(3 x 0.5 samples a round), on 2 threads
     assert result["machine"].endswith("2 threads")
 
 
@@ -156,7 +156,7 @@ def test_a_failing_child_of_the_probe_says_why():
     child = _RoundsChild([{"a": arch}, [1, 2, 1], 1, "a", None])
     with pytest.raises(RuntimeError, match="(?s)child process timing rounds failed.*no-such-preset"):
         child.result()
-    child.kill()
+    child.close()
     assert not child.dir.exists()
 
 
