@@ -196,6 +196,14 @@ class Tracker:
             self.client.log_metric(self.parent_id, key, float(value))
         self.client.set_terminated(self.parent_id, status)
 
+    def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
+        """Tags of a run in one request. Another launcher of a shared study may tag the same run
+        at the same moment (both analyse the front, both close an orphan): MLflow's batch path
+        retries the insert its rival won, where `set_tag` fails on the unique key."""
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(run_id, tags=[RunTag(key, str(value)) for key, value in tags.items()])
+
     # --- children ---------------------------------------------------------------------------
     def start_child(
         self, number: int, point: Mapping, seed: int, pid: str, resolved: Mapping, design: Mapping[str, str]
@@ -234,9 +242,8 @@ class Tracker:
         ]
         for i in range(0, len(final), 1000):  # one request per 1000 (MLflow's batch limit), not per metric
             self.client.log_batch(run_id, metrics=final[i : i + 1000])
-        self.client.set_tag(run_id, "sweep.status", status)
+        self.set_tags(run_id, {"sweep.status": status, **({"sweep.error": error[:4900]} if error else {})})
         if error:
-            self.client.set_tag(run_id, "sweep.error", error[:4900])
             self.log_text(run_id, error, "error.txt")
         mlflow_status = {"ok": "FINISHED", "pruned": "KILLED", "interrupted": "KILLED"}.get(status, "FAILED")
         self.client.set_terminated(run_id, mlflow_status)
@@ -257,8 +264,7 @@ class Tracker:
             if not parents and run.data.tags.get("sweep.role") == "parent":
                 continue
             reason = f"interrupted: launch {run.data.tags.get('sweep.launch')} ended before this run finished"
-            self.client.set_tag(run.info.run_id, "sweep.status", "interrupted")
-            self.client.set_tag(run.info.run_id, "sweep.error", reason)
+            self.set_tags(run.info.run_id, {"sweep.status": "interrupted", "sweep.error": reason})
             self.client.set_terminated(run.info.run_id, "KILLED")
             closed.append(run.info.run_id)
         return closed

@@ -98,16 +98,15 @@ def _tag_children(tracker, trials, result: Mapping) -> None:
         if not run_id:
             continue
         row = rows.get(t.user_attrs.get("point")) if t.state == TrialState.COMPLETE else None
-        tracker.client.set_tag(run_id, "pareto_rank", str(-1 if row is None else row["rank"]))
-        if row is None:
-            continue
-        tracker.client.set_tag(run_id, "p_front", f"{row['p_front']:.3f}")
-        if row["point"] == result["reference"]:
-            tracker.client.set_tag(run_id, "verdict", "reference")
-            continue
-        for metric, word in row["verdict"].items():
-            tracker.client.set_tag(run_id, f"verdict.{metric}", word)
-        tracker.client.set_tag(run_id, "verdict", ", ".join(f"{m}: {w}" for m, w in row["verdict"].items()))
+        tags = {"pareto_rank": str(-1 if row is None else row["rank"])}
+        if row is not None:
+            tags["p_front"] = f"{row['p_front']:.3f}"
+            if row["point"] == result["reference"]:
+                tags["verdict"] = "reference"
+            else:
+                tags.update({f"verdict.{metric}": word for metric, word in row["verdict"].items()})
+                tags["verdict"] = ", ".join(f"{m}: {w}" for m, w in row["verdict"].items())
+        tracker.set_tags(run_id, tags)
 
 
 def reference_point(study, trials) -> str | None:

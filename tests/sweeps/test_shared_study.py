@@ -68,3 +68,36 @@ def test_a_dead_launchers_run_goes_stale_and_runs_again_elsewhere(tmp_path, monk
     states = {t.number: t.state for t in alive.trials()}
     assert states == {lost.number: TrialState.FAIL, again.number: TrialState.COMPLETE}
     assert alive.done() == 1  # the stale FAIL does not count as a finished run
+
+
+def test_launchers_tagging_the_same_runs_at_once_do_not_collide(tmp_path):
+    """Both launchers of a shared study analyse the front at the end and tag every child run
+    (pareto_rank, verdicts), and both may close the same orphan: a plain `set_tag` from two writers
+    fails on the tag's unique key (seen on PostgreSQL in CI; SQLite shows it too)."""
+    import threading
+
+    from sweeps.tracking import Tracker
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    first = Tracker(uri, "shared", "shared", "a")
+    runs = [first.client.create_run(first.experiment_id).info.run_id for _ in range(12)]
+    trackers = [first] + [Tracker(uri, "shared", "shared", who) for who in "bcd"]
+    start, errors = threading.Barrier(len(trackers)), []
+
+    def tag_all(tracker):
+        start.wait()
+        for run_id in runs:
+            try:
+                tracker.set_tags(run_id, {"pareto_rank": "0", "p_front": "0.5", "verdict": tracker.launch})
+            except Exception as error:  # noqa: BLE001 - collected for the assertion
+                errors.append(error)
+
+    threads = [threading.Thread(target=tag_all, args=(t,)) for t in trackers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors[:2]
+    for run_id in runs:
+        tags = first.client.get_run(run_id).data.tags
+        assert tags["pareto_rank"] == "0" and tags["verdict"] in "abcd"
