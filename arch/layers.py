@@ -104,6 +104,30 @@ def fuse_old_weights(state_dict: dict, prefix: str, parts: tuple[str, ...], fuse
         state_dict[f"{prefix}{fused}.weight"] = torch.cat(weights)
 
 
+class _LinearWithRows(torch.autograd.Function):
+    """x @ [W; R]^T in one GEMM, without keeping the stacked weight for backward: F.linear on
+    torch.cat([W, R]) saves that copy (measured +4 MiB at mini, SATFormer's 5 gated layers);
+    backward stacks it again for its one GEMM. Autocast: backward runs under forward's."""
+
+    @staticmethod
+    def forward(ctx, x, weight, rows):
+        ctx.autocast = (x.device.type, torch.is_autocast_enabled(x.device.type),
+                        torch.get_autocast_dtype(x.device.type))  # fmt: skip
+        ctx.save_for_backward(x, weight, rows)
+        return F.linear(x, torch.cat([weight, rows]))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight, rows = ctx.saved_tensors
+        device, enabled, dtype = ctx.autocast
+        with torch.autocast(device, dtype=dtype, enabled=enabled):
+            stacked = torch.cat([weight, rows])
+            grad_x = grad @ stacked if ctx.needs_input_grad[0] else None
+            grad_stacked = grad.flatten(0, -2).t() @ x.flatten(0, -2)
+        grad_weight, grad_rows = grad_stacked.split([weight.shape[0], rows.shape[0]])
+        return grad_x, grad_weight, grad_rows
+
+
 class Attention(nn.Module):
     """Causal grouped-query attention; the residual design may rewrite V before the kernel.
 
@@ -140,22 +164,31 @@ class Attention(nn.Module):
     def qkv_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return self.qkv_proj.weight.split(self.widths)
 
-    def project(self, xq, xk, xv):
+    def project(self, xq, xk, xv, extra: torch.Tensor | None = None):
+        """Q, K, V and xv @ extra^T (None without `extra`, rows [k, d_model] a design asks for)."""
         if xq is xk and xk is xv:
-            q, k, v = self.qkv_proj(xq).split(self.widths, dim=-1)
+            if extra is None:
+                q, k, v = self.qkv_proj(xq).split(self.widths, dim=-1)
+                x_proj = None
+            else:  # the design's rows ride along in the same GEMM
+                fused = _LinearWithRows.apply(xq, self.qkv_proj.weight, extra)
+                q, k, v, x_proj = fused.split([*self.widths, extra.shape[0]], dim=-1)
             # V is saved for attention's backward: a view would keep all of Q K V alive (measured
             # +2 B T D floats a layer); its own copy keeps only V, as separate projections do
-            return q, k, v.contiguous()
+            return q, k, v.contiguous(), x_proj
         wq, wk, wv = self.qkv_weights()
-        return F.linear(xq, wq), F.linear(xk, wk), F.linear(xv, wv)
+        x_proj = None if extra is None else F.linear(xv, extra)
+        return F.linear(xq, wq), F.linear(xk, wk), F.linear(xv, wv), x_proj
 
-    def forward(self, xq, xk, xv, rotary: Rotary, mix_values) -> torch.Tensor:
+    def forward(self, xq, xk, xv, rotary: Rotary, mix_values, extra=None) -> torch.Tensor:
+        """mix_values(v, xv, xv @ extra^T) rewrites V before the kernel; `extra`: rows of the
+        design's own projection of xv (`ResidualDesign.value_input_weight`)."""
         b, t, _ = xq.shape
-        q, k, v = self.project(xq, xk, xv)
+        q, k, v, x_proj = self.project(xq, xk, xv, extra)
         q = self.q_norm(q.view(b, t, self.n_heads, self.hd))
         k = self.k_norm(k.view(b, t, self.n_kv, self.hd))
         v = v.view(b, t, self.n_kv, self.hd)  # raw V on KV heads
-        v = mix_values(v, xv)  # [B, T, N_kv, hd], before any GQA repeat
+        v = mix_values(v, xv, x_proj)  # [B, T, N_kv, hd], before any GQA repeat
         q, k, v = (z.transpose(1, 2) for z in (q, k, v))  # -> [B, H, T, hd]
         q, k = rotary(q), rotary(k)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv != self.n_heads)

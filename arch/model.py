@@ -24,7 +24,8 @@ class Block(nn.Module):
     def forward(self, design: ResidualDesign, state, rotary: Rotary) -> None:
         i = self.index
         xq, xk, xv = design.norm_attn_inputs(i, *design.attn_inputs(i, state), self.attn_norm)
-        out = self.attn(xq, xk, xv, rotary, lambda v, x: design.mix_values(i, v, x, state))
+        mix = lambda v, x, x_proj: design.mix_values(i, v, x, state, x_proj)  # noqa: E731
+        out = self.attn(xq, xk, xv, rotary, mix, design.value_input_weight(i))
         design.add_attn(i, state, out)
         design.add_mlp(i, state, self.mlp(self.mlp_norm(design.mlp_input(i, state))))
 

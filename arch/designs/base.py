@@ -10,7 +10,8 @@ which lives for one forward pass.
     for layer i:
         q_in, k_in, v_in = design.attn_inputs(i, state)     # un-normed [B, T, D] each,
                                                             # normed by design.norm_attn_inputs
-        v' = design.mix_values(i, v, x_v, state)            # v: [B, T, N_kv, hd], x_v normed
+        v' = design.mix_values(i, v, x_v, state, x_v W^T)   # v: [B, T, N_kv, hd], x_v normed,
+                                                            # W = design.value_input_weight(i)
         design.add_attn(i, state, attn_out)
         design.add_mlp(i, state, mlp(norm(design.mlp_input(i, state))))
     h = design.end(state)                           # -> final norm -> head
@@ -91,7 +92,15 @@ class ResidualDesign(nn.Module):
         xv = xq if v_in is q_in else xk if v_in is k_in else norm(v_in)
         return xq, xk, xv
 
-    def mix_values(self, layer: int, v: torch.Tensor, x: torch.Tensor, state: State):
+    def value_input_weight(self, layer: int) -> torch.Tensor | None:
+        """Rows [k, d_model] of a linear map of the layer's normed value input that `mix_values`
+        needs (SATFormer's gate logits x_v W_a): the attention computes x_v W^T in the same GEMM
+        as Q, K and V when one stream feeds all three, and hands it to `mix_values`."""
+        return None
+
+    def mix_values(self, layer: int, v: torch.Tensor, x: torch.Tensor, state: State, x_proj=None):
+        """v: the layer's V [B, T, N_kv, hd]; x: its normed value input; x_proj: x times the
+        transposed `value_input_weight(layer)` (None when the design asks for none)."""
         return v
 
     def add_attn(self, layer: int, state: State, out: torch.Tensor) -> None:

@@ -73,8 +73,8 @@ def _capture_values(model):
     seen = []
     original = model.residual.mix_values
 
-    def spy(layer, v, x, state):
-        out = original(layer, v, x, state)
+    def spy(layer, v, x, state, x_proj=None):
+        out = original(layer, v, x, state, x_proj)
         seen.append((layer, v.shape, getattr(state, "v_tap", None)))
         return out
 
@@ -96,6 +96,67 @@ def test_v_tap_is_the_raw_v_proj_on_kv_heads_before_gqa_repeat():
     w_v = block.attn.qkv_weights()[2]
     expected = torch.nn.functional.linear(block.attn_norm(model.embed(x)), w_v).view(2, 8, cfg.n_kv_heads, -1)
     torch.testing.assert_close(seen[-1][2], expected)
+
+
+@pytest.mark.parametrize("granularity", ["token_head", "token"])
+def test_gate_logits_from_the_qkv_gemm_are_the_separate_projections(granularity):
+    """The gate logits x_v W_a ride along in the QKV GEMM: outputs, gates and every gradient
+    (W_a's and the backbone's) as with a separate x_v @ W_a."""
+    outputs = []
+    for fused in (True, False):
+        model = gated(granularity=granularity)
+        with torch.no_grad():
+            model.residual.mix.weight.normal_(std=0.5)  # gates away from ReLU's zero
+        if not fused:
+            model.residual.value_input_weight = lambda layer: None
+        x = torch.randint(0, 64, (2, 8))
+        logits, gates = model(x, return_gates=True)
+        logits.square().mean().backward()
+        outputs.append((logits, gates, {n: p.grad for n, p in model.named_parameters()}))
+    (a, gates_a, grads_a), (b, gates_b, grads_b) = outputs
+    torch.testing.assert_close(a, b)
+    assert gates_a.keys() == gates_b.keys() and len(gates_a) == model.cfg.n_layers - 1
+    for layer in gates_a:
+        torch.testing.assert_close(gates_a[layer], gates_b[layer])
+        assert gates_a[layer].gt(0).any()
+    assert grads_a.keys() == grads_b.keys()
+    for name in grads_a:
+        torch.testing.assert_close(grads_a[name], grads_b[name], msg=name)
+    assert grads_a["residual.mix.weight"].abs().sum() > 0
+
+
+def test_gate_logits_from_the_qkv_gemm_under_autocast():
+    """Under autocast (bf16 here on CPU; the CUDA path) the fused projection's backward runs in
+    forward's precision, as F.linear's does: gradients close to the separate projections'."""
+    grads = []
+    for fused in (True, False):
+        model = gated()
+        with torch.no_grad():
+            model.residual.mix.weight.normal_(std=0.5)
+        if not fused:
+            model.residual.value_input_weight = lambda layer: None
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(torch.randint(0, 64, (2, 8)))
+        assert logits.dtype == torch.bfloat16
+        logits.float().square().mean().backward()
+        grads.append({n: p.grad for n, p in model.named_parameters()})
+    for name, grad in grads[0].items():
+        assert grad.dtype == torch.float32, name
+        torch.testing.assert_close(grad, grads[1][name], rtol=0.05, atol=2e-3, msg=name)
+
+
+def test_gate_logits_from_separate_value_streams():
+    """A design feeding V its own stream keeps three projections; the gate rows then project x_v."""
+    from arch.layers import Attention
+
+    attn = Attention(ModelConfig.from_dict(HARNESS_MODEL))
+    xq, xv = torch.randn(2, 8, attn.qkv_proj.in_features), torch.randn(2, 8, attn.qkv_proj.in_features)
+    extra = torch.randn(3, attn.qkv_proj.in_features)
+    q, k, v, x_proj = attn.project(xq, xq, xv, extra)
+    torch.testing.assert_close(x_proj, xv @ extra.t())
+    torch.testing.assert_close(v, torch.nn.functional.linear(xv, attn.qkv_weights()[2]))
+    *_, fused_proj = attn.project(xv, xv, xv, extra)
+    torch.testing.assert_close(fused_proj, xv @ extra.t())
 
 
 def v_rows_grad(model):
