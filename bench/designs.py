@@ -192,12 +192,20 @@ def measure(names, args, device, autocast_dtype) -> dict[str, list[dict]]:
 
 
 def summarize(rounds: dict[str, list[dict]], peak_flops: float) -> dict[str, dict]:
-    """Medians per design, and per-round ratios to the baseline (median and min-max spread)."""
+    """Medians per design, and per-round ratios to the baseline (median, min-max spread and the
+    95% order-statistic interval of the median: `sweeps.pareto.stats.median_interval`)."""
+    from sweeps.pareto.stats import median_interval
+
     base = rounds["baseline"]
     out = {}
     for name, rs in rounds.items():
         med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
         speed = [r["train_tokens_per_s"] / b["train_tokens_per_s"] for r, b in zip(rs, base, strict=True)]
+        flop_rate = [  # achieved model FLOP/s over the baseline's in the same round
+            r["train_tokens_per_s"] * r["flops_per_token"] / (b["train_tokens_per_s"] * b["flops_per_token"])
+            for r, b in zip(rs, base, strict=True)
+        ]
+        speed_ci, flop_ci = median_interval(speed), median_interval(flop_rate)
         cpu = [
             r["train_tokens_per_cpu_s"] / b["train_tokens_per_cpu_s"] for r, b in zip(rs, base, strict=True)
         ]
@@ -206,6 +214,9 @@ def summarize(rounds: dict[str, list[dict]], peak_flops: float) -> dict[str, dic
         med.update(
             train_speed_ratio=statistics.median(speed),
             train_speed_spread=[min(speed), max(speed)],
+            train_speed_interval=[speed_ci["lo"], speed_ci["hi"]],
+            train_flop_rate_ratio=flop_ci["mean"],  # the median
+            train_flop_rate_interval=[flop_ci["lo"], flop_ci["hi"]],
             train_cpu_ratio=statistics.median(cpu),
             train_cpu_spread=[min(cpu), max(cpu)],
             forward_speed_ratio=statistics.median(fwd),
@@ -236,15 +247,30 @@ def table(summary: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def verdict(interval: list[float], target: float, at_least: bool = True) -> str:
+    """met / MISSED when the 95% interval of the median lies on one side of the target, else
+    `undecided`: this run cannot tell (more rounds, or one thread, narrow the interval)."""
+    lo, hi = interval
+    if (lo >= target) if at_least else (hi <= target):
+        return "met"
+    if (hi < target) if at_least else (lo > target):
+        return "MISSED"
+    return "undecided"
+
+
 def target_lines(summary, meta) -> list[str]:
+    """The targets with the median over rounds, its 95% interval and met / MISSED / undecided;
+    memory is exact (one number), so it decides alone."""
     lines = []
     if REFERENCE in summary:
-        base, ref = summary["baseline"], summary[REFERENCE]
-        per_flop = base["mfu"] / ref["mfu"]  # = speed ratio x FLOPs-per-token ratio
-        ok = per_flop >= BACKBONE_PER_FLOP
+        ref = summary[REFERENCE]
+        # the baseline's FLOP rate over the reference's: the reciprocal of the reference's ratio
+        per_flop = 1 / ref["train_flop_rate_ratio"]
+        lo, hi = (1 / x for x in reversed(ref["train_flop_rate_interval"]))
         lines.append(
-            f"target backbone vs reference (tokens/s x FLOPs/token): {per_flop:.3f} (>= {BACKBONE_PER_FLOP})"
-            f" [tokens/s {1 / ref['train_speed_ratio']:.3f}x]: {'met' if ok else 'MISSED'}"
+            f"target backbone vs reference (tokens/s x FLOPs/token): {per_flop:.3f} [{lo:.3f}-{hi:.3f}]"
+            f" (>= {BACKBONE_PER_FLOP}) [tokens/s {1 / ref['train_speed_ratio']:.3f}x]:"
+            f" {verdict([lo, hi], BACKBONE_PER_FLOP)}"
         )
     if meta["preset"] == "mini" and meta["precision"] == "fp32":  # fp32: the CPU path (CUDA autocasts)
         mfu = summary["baseline"]["mfu"]
@@ -254,11 +280,16 @@ def target_lines(summary, meta) -> list[str]:
     for name, (speed, memory) in TARGETS.items():
         if name in summary:
             s = summary[name]
-            ok = s["train_speed_ratio"] >= speed and s["memory_ratio"] <= memory
+            lo, hi = s["train_speed_interval"]
+            words = {verdict([lo, hi], speed), verdict([s["memory_ratio"]] * 2, memory, at_least=False)}
+            word = "MISSED" if "MISSED" in words else "undecided" if "undecided" in words else "met"
             lines.append(
-                f"target {name} (wall-time ratios): train speed {s['train_speed_ratio']:.3f} (>= {speed}), "
-                f"step memory {s['memory_ratio']:.3f} (<= {memory}): {'met' if ok else 'MISSED'}"
+                f"target {name} (wall-time ratios): train speed {s['train_speed_ratio']:.3f}"
+                f" [{lo:.3f}-{hi:.3f}] (>= {speed}), step memory {s['memory_ratio']:.3f} (<= {memory}):"
+                f" {word}"
             )
+    if lines:
+        lines.append("[lo-hi]: 95% interval of the median over rounds; undecided: the target lies inside it")
     return lines
 
 
