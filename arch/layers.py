@@ -166,19 +166,21 @@ class Attention(nn.Module):
 
     def project(self, xq, xk, xv, extra: torch.Tensor | None = None):
         """Q, K, V and xv @ extra^T (None without `extra`, rows [k, d_model] a design asks for)."""
-        if xq is xk and xk is xv:
-            if extra is None:
-                q, k, v = self.qkv_proj(xq).split(self.widths, dim=-1)
-                x_proj = None
-            else:  # the design's rows ride along in the same GEMM
-                fused = _LinearWithRows.apply(xq, self.qkv_proj.weight, extra)
-                q, k, v, x_proj = fused.split([*self.widths, extra.shape[0]], dim=-1)
-            # V is saved for attention's backward: a view would keep all of Q K V alive (measured
-            # +2 B T D floats a layer); its own copy keeps only V, as separate projections do
-            return q, k, v.contiguous(), x_proj
-        wq, wk, wv = self.qkv_weights()
-        x_proj = None if extra is None else F.linear(xv, extra)
-        return F.linear(xq, wq), F.linear(xk, wk), F.linear(xv, wv), x_proj
+        if not (xq is xk and xk is xv):
+            wq, wk, wv = self.qkv_weights()
+            x_proj = None if extra is None else F.linear(xv, extra)
+            return F.linear(xq, wq), F.linear(xk, wk), F.linear(xv, wv), x_proj
+        # The design's rows ride along in the QKV GEMM when they keep its rows an even number of
+        # floats apart (rotary views Q and K as complex pairs, which needs even strides).
+        if extra is not None and extra.shape[0] % 2 == 0:
+            fused = _LinearWithRows.apply(xq, self.qkv_proj.weight, extra)
+            q, k, v, x_proj = fused.split([*self.widths, extra.shape[0]], dim=-1)
+        else:
+            q, k, v = self.qkv_proj(xq).split(self.widths, dim=-1)
+            x_proj = None if extra is None else F.linear(xv, extra)
+        # V is saved for attention's backward: a view would keep all of Q K V alive (measured
+        # +2 B T D floats a layer); its own copy keeps only V, as separate projections do
+        return q, k, v.contiguous(), x_proj
 
     def forward(self, xq, xk, xv, rotary: Rotary, mix_values, extra=None) -> torch.Tensor:
         """mix_values(v, xv, xv @ extra^T) rewrites V before the kernel; `extra`: rows of the

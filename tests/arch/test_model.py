@@ -98,13 +98,17 @@ def test_v_tap_is_the_raw_v_proj_on_kv_heads_before_gqa_repeat():
     torch.testing.assert_close(seen[-1][2], expected)
 
 
+@pytest.mark.parametrize("qk_norm", [True, False])
 @pytest.mark.parametrize("granularity", ["token_head", "token"])
-def test_gate_logits_from_the_qkv_gemm_are_the_separate_projections(granularity):
+def test_gate_logits_from_the_qkv_gemm_are_the_separate_projections(granularity, qk_norm):
     """The gate logits x_v W_a ride along in the QKV GEMM: outputs, gates and every gradient
-    (W_a's and the backbone's) as with a separate x_v @ W_a."""
+    (W_a's and the backbone's) as with a separate x_v @ W_a. Without qk-norm rotary reads Q and
+    K as views of the fused output (one gate row, token granularity, would make its stride odd)."""
     outputs = []
     for fused in (True, False):
-        model = gated(granularity=granularity)
+        torch.manual_seed(0)
+        model = build_model({**HARNESS_MODEL, "qk_norm": qk_norm,
+                             "residual": {"kind": "value_residual", "granularity": granularity}})  # fmt: skip
         with torch.no_grad():
             model.residual.mix.weight.normal_(std=0.5)  # gates away from ReLU's zero
         if not fused:
