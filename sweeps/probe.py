@@ -338,6 +338,10 @@ class Probe:
         if base_key not in table:
             base_tps = tokens / statistics.median(result["trial_threads_seconds"])
             table[base_key] = _entry(baseline, base_s, base_s, base_tps, result["clock"])
+            # the absolute scale every entry's tokens_per_s multiplies: its own timings' spread
+            table[base_key]["baseline_tokens_per_s_samples"] = [
+                tokens / s for s in result["trial_threads_seconds"]
+            ]
         base_tps = table[base_key]["baseline_tokens_per_s"]
         for key, arch in missing.items():
             if key != base_key:
@@ -388,6 +392,14 @@ def load_costs(path: Path) -> dict:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):  # not probed yet, or cut mid-write: measure again
         return {}
+
+
+def scale_samples(entries: dict, cfg) -> list[float]:
+    """tokens/s of each timing of the absolute scale when `cfg`'s architecture is the probe's
+    baseline (its rounds are ratios to itself, all 1), else [] (entries from before: [])."""
+    key = arch_key(architecture(cfg))
+    found = [table[key] for table in entries.values() if key in table]
+    return list(found[-1].get("baseline_tokens_per_s_samples", [])) if found else []
 
 
 def round_samples(entries: dict, cfg) -> dict[str, float]:

@@ -19,6 +19,7 @@ from optuna.trial import TrialState
 
 from sweeps.pareto.fronts import compute, dominates, hypervolume, nondominated_ranks
 from sweeps.pareto.outputs import conclusions_text, table_text, write_files
+from sweeps.pareto.stats import median_interval
 
 __all__ = [
     "analyse",
@@ -50,6 +51,11 @@ def analyse(study, plan=None, tracker=None, stream=None) -> dict[str, float]:
     if not result["points"]:
         print("pareto: no trial has completed its budget yet", file=stream)
         return {"points": 0.0}
+    scales = probe_scales(study, complete)
+    for row in result["points"]:  # the probe's baseline: the interval of its own timings
+        if scale := scales.get(row["point"]):
+            ci = median_interval(scale)
+            row["tokens_per_s_ci"] = [ci["lo"], ci["hi"]]
     paths = write_files(result, study.results_dir() / "pareto")
     print(table_text(result), file=stream)
     print(conclusions_text(result), file=stream)
@@ -135,4 +141,19 @@ def probe_samples(study, trials) -> dict[str, dict]:
         rounds = round_samples(entries, study.trial_config(dict(t.params)))
         if rounds:
             out[pid] = {"tokens_per_s": rounds}
+    return out
+
+
+def probe_scales(study, trials) -> dict[str, list[float]]:
+    """The absolute tokens/s timings of the point that is the probe's baseline (every other
+    point's rounds are ratios to it, so its own rounds say nothing of its uncertainty)."""
+    from sweeps.probe import costs_path, load_costs, scale_samples
+
+    if "tokens_per_s" not in [o.metric for o in study.objectives]:
+        return {}
+    entries = load_costs(costs_path(study))
+    out = {}
+    for t in trials:
+        if samples := scale_samples(entries, study.trial_config(dict(t.params))):
+            out[t.user_attrs.get("point")] = samples
     return out

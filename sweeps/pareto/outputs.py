@@ -50,7 +50,8 @@ def table_text(result: Mapping) -> str:
     ]
     out.append(
         "values: mean ± half-width of the 95% t interval over seeds (tokens_per_s: the median of the"
-        " cost probe's rounds, order-statistic interval); vs reference: the paired verdict per objective"
+        " cost probe's rounds, order-statistic interval, of ratios to the probe's baseline, whose own ±"
+        " is its absolute timing's); vs reference: the paired verdict per objective"
     )
     out.append(
         f"hypervolume (normalised, ref 1.1): {result['hypervolume']:.4f};"
@@ -74,7 +75,10 @@ def conclusions_text(result: Mapping) -> str:
             m = o["metric"]
             diff, word = row["diff"][m], row["verdict"][m]
             if m in RELATIVE and ref[m]:
-                parts.append(f"{m} {row[m] / ref[m]:.3f}x ({word})")
+                ratio = f"{row[m] / ref[m]:.3f}x"
+                if ratio == "1.000x" and row[m] != ref[m]:  # say what three digits hide
+                    ratio += f" ({row[m] - ref[m]:+.3g})"
+                parts.append(f"{m} {ratio} ({word})")
             else:
                 half = (diff["hi"] - diff["lo"]) / 2 if math.isfinite(diff["lo"]) else math.nan
                 spread = f" ± {half:.4f}" if math.isfinite(half) else ""

@@ -43,6 +43,9 @@ def test_probe_times_each_architecture_once_against_its_baseline_and_caches_it(t
     (table,) = cached.values()
     entry = table[arch_key(architecture(configs[-1]))]
     assert len(entry["ratios"]) == 3 and entry["tokens_per_s"] == hc["tokens_per_s"]
+    scale = table[arch_key(architecture(configs[0]))]["baseline_tokens_per_s_samples"]
+    assert len(scale) == 3 and min(scale) <= base["tokens_per_s"] <= max(scale)  # one-thread trial
+    assert "baseline_tokens_per_s_samples" not in entry
 
     again = Probe(study, counting(calls := []))
     again.ensure(configs)
@@ -63,6 +66,11 @@ def test_front_throughput_is_the_probe_and_the_trial_clock_stays_informational(t
         assert t.values[1] in by_kind["none"] | by_kind["value_residual"]
     (parent,) = mlflow_runs(study, "parent")
     assert parent.data.metrics["probe_s"] > 0
+    # the probe's baseline is the reference: its interval is its own timings', not a ratio's ±0
+    rows = json.loads((study.results_dir() / "pareto" / "pareto.json").read_text())["points"]
+    (ref,) = [r for r in rows if r["params"]["model.residual"] == "baseline"]
+    lo, hi = ref["tokens_per_s_ci"]
+    assert lo < hi and lo <= ref["tokens_per_s"] <= hi
 
 
 def test_grid_runs_seed_major(tmp_path):

@@ -84,6 +84,15 @@ def test_compute_gives_verdicts_against_the_reference_and_says_them():
     assert "reference" in table_text(result)
 
 
+def test_a_ratio_that_rounds_to_one_says_the_difference():
+    """Exact memory 100.03 against 100.00 MiB is worse, and 1.000x alone would hide why."""
+    objectives = [("peak_mem_mb", "minimize")]
+    trials = [trial(0, "base", 0, [100.0]), trial(1, "x", 0, [100.03]), trial(2, "slow", 0, [100.0])]
+    text = conclusions_text(compute(trials, objectives, reference="base", replicates=50))
+    assert "x: peak_mem_mb 1.000x (+0.03) (worse)" in text
+    assert "slow: peak_mem_mb 1.000x (indistinguishable)" in text
+
+
 def test_without_a_reference_there_are_no_verdicts():
     trials = [trial(0, "x", 0, [1.0]), trial(1, "slow", 0, [2.0])]
     result = compute(trials, [("val_loss", "minimize")], reference=None, replicates=50)
