@@ -14,9 +14,13 @@ machine drift cancels out in the per-round ratios:
 - parameters (total, added by the design), model FLOPs per token (6N + attention term) and the
   achieved fraction of this machine's matmul peak, measured in the same run with a large GEMM.
 
-The `reference` row is `bench.reference.ReferenceGPT` (a plain GPT of the preset's width, depth
+The `reference` row is `bench.reference.ReferenceGPT` (a plain GPT-2 of the preset's width, depth
 and heads), measured the same way; the targets (backbone per FLOP vs the reference, MFU at mini
-on CPU, SATFormer and ResFormer against the baseline) are printed met or MISSED.
+on CPU, SATFormer and ResFormer against the baseline) are printed met, MISSED or undecided.
+`reference+rmsnorm+rope+swiglu` is the same plain code with the backbone's architecture (the
+backbone's function, written plainly: tests/bench/test_reference.py), so the two rows separate
+what the architecture costs from what the implementation does; any subset of the features
+(`reference+rope`, ...) is a row of its own.
 
 Writes the same numbers as JSON (`--json`), optionally logs them to MLflow (`--mlflow-uri`).
 """
@@ -61,6 +65,7 @@ DESIGNS = {
     "hc_dynamic": {"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 4},
 }
 REFERENCE = "reference"  # bench.reference: a plain GPT of the preset's width and depth
+SAME_ARCHITECTURE = "+".join([REFERENCE, *reference.FEATURES])  # the backbone's function, plainly
 TARGETS = {"satformer": (0.98, 1.01), "resformer": (0.97, 1.03)}  # (min train speed, max memory)
 BACKBONE_PER_FLOP = 1.0  # the baseline's FLOP-normalised throughput over the reference's, at least
 MFU_AT_MINI_ON_CPU = 0.50
@@ -75,8 +80,9 @@ def parse_args(argv=None):
     p.add_argument("--repeats", type=int, default=20, help="interleaved rounds")
     p.add_argument(
         "--designs",
-        default=",".join([*DESIGNS, REFERENCE]),
-        help="comma-separated names of DESIGNS or reference",
+        default=",".join([*DESIGNS, REFERENCE, SAME_ARCHITECTURE]),
+        help="comma-separated names of DESIGNS or reference[+feature...]"
+        f" (features: {', '.join(reference.FEATURES)})",
     )
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument("--compile", action="store_true", help="torch.compile each model")
@@ -105,7 +111,15 @@ def model_config(args, residual) -> dict:
     return {"preset": args.preset, "max_seq_len": max(args.seq_len, 256), "residual": residual}
 
 
-def reference_step(args, device, autocast_dtype, mark) -> SyntheticStep:
+def reference_features(name: str) -> tuple[str, ...] | None:
+    """The features of a reference row (`reference+rope` -> ("rope",)); None: not a reference."""
+    head, *features = name.split("+")
+    if head != REFERENCE or not set(features) <= set(reference.FEATURES):
+        return None
+    return tuple(features)
+
+
+def reference_step(args, device, autocast_dtype, mark, features=()) -> SyntheticStep:
     """The reference GPT's training step, built like `synthetic_step` builds a design's (seed 0,
     AdamW with the trainer's defaults, decay on the matrices, a seed-0 batch)."""
     from arch import ModelConfig
@@ -113,7 +127,7 @@ def reference_step(args, device, autocast_dtype, mark) -> SyntheticStep:
     from trainers.optim import fusable
 
     torch.manual_seed(0)
-    model = reference.like(ModelConfig.from_dict(model_config(args, {"kind": "none"}))).to(device)
+    model = reference.like(ModelConfig.from_dict(model_config(args, {"kind": "none"})), features).to(device)
     train = TrainConfig()
     groups = [{"params": [p for p in model.parameters() if p.dim() == 2], "weight_decay": train.weight_decay},
               {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]  # fmt: skip
@@ -131,8 +145,9 @@ def build_design(name, residual, args, device, autocast_dtype) -> tuple[dict[str
     returns those and its training step and inference forward, ready to be timed."""
     gc.collect()
     meter = StepMemoryMeter(device)
-    if name == REFERENCE:
-        built = reference_step(args, device, autocast_dtype, meter.backward_starts)
+    features = reference_features(name)
+    if features is not None:
+        built = reference_step(args, device, autocast_dtype, meter.backward_starts, features)
     else:
         built = synthetic_step(model_config(args, residual), args.batch, args.seq_len, device, autocast_dtype,
                                args.compile, mark=meter.backward_starts)  # fmt: skip
@@ -152,7 +167,7 @@ def build_design(name, residual, args, device, autocast_dtype) -> tuple[dict[str
             forward(inputs)
 
     infer()
-    if name == REFERENCE:
+    if features is not None:
         counts = {"total": sum(p.numel() for p in model.parameters()), "design": 0}
         flops = model.flops_per_token(args.seq_len)
     else:
@@ -228,8 +243,9 @@ def summarize(rounds: dict[str, list[dict]], peak_flops: float) -> dict[str, dic
 
 
 def table(summary: dict[str, dict]) -> str:
+    w = max(18, *map(len, summary))
     head = (
-        f"{'design':18s} {'params':>9s} {'+design':>8s} {'train tok/s':>11s} {'x base':>6s} {'spread':>13s}"
+        f"{'design':{w}s} {'params':>9s} {'+design':>8s} {'train tok/s':>11s} {'x base':>6s} {'spread':>13s}"
         f" {'cpu x':>6s} {'fwd x':>6s} {'peak MiB':>9s} {'act MiB':>9s} {'x base':>6s}"
         f" {'MFU':>6s}"
     )
@@ -237,7 +253,7 @@ def table(summary: dict[str, dict]) -> str:
     for name, s in summary.items():
         sp = s["train_speed_spread"]
         lines.append(
-            f"{name:18s} {s['params_total']:>9.0f} {s['params_design']:>8.0f}"
+            f"{name:{w}s} {s['params_total']:>9.0f} {s['params_design']:>8.0f}"
             f" {s['train_tokens_per_s']:>11.0f}"
             f" {s['train_speed_ratio']:>6.3f} {sp[0]:>6.3f}-{sp[1]:<6.3f} {s['train_cpu_ratio']:>6.3f}"
             f" {s['forward_speed_ratio']:>6.3f}"
@@ -262,15 +278,23 @@ def target_lines(summary, meta) -> list[str]:
     """The targets with the median over rounds, its 95% interval and met / MISSED / undecided;
     memory is exact (one number), so it decides alone."""
     lines = []
-    if REFERENCE in summary:
-        ref = summary[REFERENCE]
+    for name in summary:
+        if reference_features(name) is None:
+            continue
+        ref = summary[name]
         # the baseline's FLOP rate over the reference's: the reciprocal of the reference's ratio
         per_flop = 1 / ref["train_flop_rate_ratio"]
         lo, hi = (1 / x for x in reversed(ref["train_flop_rate_interval"]))
+        what = {REFERENCE: "target", SAME_ARCHITECTURE: "check"}.get(name, "where")
         lines.append(
-            f"target backbone vs reference (tokens/s x FLOPs/token): {per_flop:.3f} [{lo:.3f}-{hi:.3f}]"
+            f"{what} backbone vs {name} (tokens/s x FLOPs/token): {per_flop:.3f} [{lo:.3f}-{hi:.3f}]"
             f" (>= {BACKBONE_PER_FLOP}) [tokens/s {1 / ref['train_speed_ratio']:.3f}x]:"
             f" {verdict([lo, hi], BACKBONE_PER_FLOP)}"
+        )
+    if SAME_ARCHITECTURE in summary:
+        lines.append(
+            f"check: {SAME_ARCHITECTURE} is the backbone's function in plain code: against it, the"
+            " implementation; against reference, the architecture too"
         )
     if meta["preset"] == "mini" and meta["precision"] == "fp32":  # fp32: the CPU path (CUDA autocasts)
         mfu = summary["baseline"]["mfu"]
@@ -296,9 +320,12 @@ def target_lines(summary, meta) -> list[str]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     names = [n.strip() for n in args.designs.split(",") if n.strip()]
-    unknown = [n for n in names if n not in DESIGNS and n != REFERENCE]
+    unknown = [n for n in names if n not in DESIGNS and reference_features(n) is None]
     if unknown or "baseline" not in names:
-        print(f"--designs: unknown {unknown}; allowed: {', '.join(DESIGNS)}, {REFERENCE} (baseline required)")
+        print(
+            f"--designs: unknown {unknown}; allowed: {', '.join(DESIGNS)}, {REFERENCE}[+feature...] with"
+            f" features {', '.join(reference.FEATURES)} (baseline required)"
+        )
         return 2
     keep_freed_memory()  # as the trials run (trainers.host)
     if args.threads:
@@ -329,7 +356,9 @@ def main(argv=None) -> int:
     }
     print(f"{meta}\n{table(summary)}")
     print("\n".join(target_lines(summary, meta)))
-    configs = {n: DESIGNS.get(n, "bench.reference.ReferenceGPT") for n in names}
+    configs = {
+        n: DESIGNS.get(n) or {"bench.reference.ReferenceGPT": list(reference_features(n))} for n in names
+    }
     result = {"meta": meta, "designs": summary, "rounds": rounds, "configs": configs}
     if args.json:
         with open(args.json, "w") as f:
