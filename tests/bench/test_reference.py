@@ -36,10 +36,8 @@ def test_with_all_features_it_computes_the_backbone():
     plain = reference.like(cfg, reference.FEATURES)
     plain.load_state_dict(plain_weights(model, cfg))  # strict: the same parameters, no more, no fewer
     assert sum(p.numel() for p in plain.parameters()) == model.param_counts()["total"]
-    norms = sum(p.numel() for p in model.parameters() if p.dim() == 1)
-    assert plain.flops_per_token(64) + 6 * norms == flops_per_token(
-        model, 64
-    )  # the backbone counts norms too
+    norms = sum(p.numel() for p in model.parameters() if p.dim() == 1)  # the backbone counts them too
+    assert plain.flops_per_token(64) + 6 * norms == flops_per_token(model, 64)
     tokens = torch.randint(0, cfg.vocab_size, (2, 48), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         torch.testing.assert_close(plain(tokens), model(tokens), rtol=1e-4, atol=1e-4)
