@@ -361,7 +361,13 @@ class Probe:
         entry = self._cached(arch_key(architecture(cfg)))
         if entry is None:
             return {}
-        return {"tokens_per_s": entry["tokens_per_s"], "tokens_per_s_ratio": entry["tokens_per_s_ratio"]}
+        return metric_values(entry["tokens_per_s_ratio"], entry["baseline_tokens_per_s"])
+
+
+def metric_values(ratio: float, base_tokens_per_s: float) -> dict[str, float]:
+    """The probe's metrics (`source: probe` in trainers.metrics) of an architecture that runs at
+    `ratio` times the baseline's speed, the baseline at `base_tokens_per_s`."""
+    return {"tokens_per_s": ratio * base_tokens_per_s, "tokens_per_s_ratio": ratio}
 
 
 def _entry(
@@ -376,8 +382,7 @@ def _entry(
         "seconds_per_step": seconds,
         "clock": clock,  # what seconds_per_step counts (entries without it: wall, one process)
         "ratios": ratios,
-        "tokens_per_s_ratio": ratio,
-        "tokens_per_s": ratio * base_tokens_per_s,
+        **metric_values(ratio, base_tokens_per_s),
         "baseline_tokens_per_s": base_tokens_per_s,
     }
 
@@ -402,12 +407,14 @@ def scale_samples(entries: dict, cfg) -> list[float]:
     return list(found[-1].get("baseline_tokens_per_s_samples", [])) if found else []
 
 
-def round_samples(entries: dict, cfg) -> dict[str, float]:
-    """tokens_per_s of each probe round of `cfg`'s architecture in the cache `entries` ({} when
-    never probed)."""
+def round_samples(entries: dict, cfg) -> dict[str, dict[str, float]]:
+    """Each probe metric's value in each probe round of `cfg`'s architecture in the cache
+    `entries`, {metric: {round: value}} ({} when never probed)."""
     key = arch_key(architecture(cfg))
     found = [table[key] for table in entries.values() if key in table]
     if not found:
         return {}
     entry = found[-1]  # probed on several machines: the last one written
-    return {f"round{r}": ratio * entry["baseline_tokens_per_s"] for r, ratio in enumerate(entry["ratios"])}
+    per_round = [metric_values(ratio, entry["baseline_tokens_per_s"]) for ratio in entry["ratios"]]
+    names = per_round[0] if per_round else {}
+    return {name: {f"round{r}": v[name] for r, v in enumerate(per_round)} for name in names}
