@@ -3,10 +3,11 @@
 Every point starts with `min` seeds. When a round is finished (every planned seed of every point
 done), the fronts' statistics of the completed runs decide, once, which points are still
 undecided: a verdict against the reference that is `indistinguishable` or `undecided` on an
-objective that seeds move (not the cost probe's throughput, not exact metrics such as memory,
-which more seeds cannot change), or a front membership `p_front` strictly between
-`P_FRONT_DECIDED` and 1 - `P_FRONT_DECIDED`. Each undecided point below `max` gets the next seed,
-and so does the reference whenever another point does (pairs need shared seeds).
+objective that seeds move (`varies: seed` in trainers.metrics: not the cost probe's throughput,
+not exact metrics such as memory, which more seeds cannot change), or a front membership
+`p_front` strictly between `P_FRONT_DECIDED` and 1 - `P_FRONT_DECIDED`. Each undecided point below
+`max` gets the next seed, and so does the reference whenever another point does (pairs need
+shared seeds).
 
 The decisions are stored in the Optuna study (user attr `adaptive_seeds`: point id -> seeds) at
 the moment they are made, under the study's lock: a resumed or a second launcher reads them
@@ -60,17 +61,13 @@ def extend(plan, trials, is_done) -> dict[str, int]:
 
 def undecided_points(study, complete) -> set[str]:
     """Point ids whose verdict or front membership more seeds could still settle."""
-    from sweeps.pareto import probe_samples, reference_point
-    from sweeps.pareto.fronts import compute
-    from sweeps.pareto.stats import EXACT_METRICS
+    from sweeps.pareto.analysis import fronts_for
+    from trainers.metrics import varies_with_seed
 
     if not complete:
         return set()
-    objectives = [(o.metric, o.direction) for o in study.objectives]
-    rounds = probe_samples(study, complete)
-    robust = frozenset({"tokens_per_s"} if rounds else ())
-    result = compute(complete, objectives, reference_point(study, complete), rounds, robust=robust)
-    seed_moved = [m for m, _ in objectives if m not in robust and m not in EXACT_METRICS]
+    result = fronts_for(study, complete)
+    seed_moved = [o.metric for o in study.objectives if varies_with_seed(o.metric)]
     out = set()
     for row in result["points"]:
         if row["point"] != result["reference"] and any(
@@ -83,6 +80,6 @@ def undecided_points(study, complete) -> set[str]:
 
 
 def reference_of(study, trials) -> str | None:
-    from sweeps.pareto import reference_point
+    from sweeps.pareto.analysis import reference_point
 
     return reference_point(study, [t for t in trials if t.state == TrialState.COMPLETE])

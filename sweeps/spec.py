@@ -45,14 +45,16 @@ from arch.configtree import (
     set_path,
 )
 from sweeps.space import Param, SearchSpace, point_id
-from trainers.records import DEFAULT_TRACKING_URI, OBJECTIVE_METRICS
+from trainers import metrics as metrics_table
+from trainers.records import DEFAULT_TRACKING_URI
 
 SAMPLERS = ("grid", "random", "tpe", "nsga2", "gp")
 
 
 def _check_metric(metric: str, path: str) -> list[Issue]:
-    if metric not in OBJECTIVE_METRICS:
-        return [Issue(join(path, "metric"), f"given {metric!r}; allowed: {choices(OBJECTIVE_METRICS)}")]
+    allowed = metrics_table.objective_names()
+    if metric not in allowed:
+        return [Issue(join(path, "metric"), f"given {metric!r}; allowed: {choices(allowed)}")]
     return []
 
 
@@ -83,16 +85,21 @@ class Objective:
     metric: str = "val_loss"
     direction: Literal["minimize", "maximize"] = "minimize"
 
+    @classmethod
+    def prepare(cls, data: Mapping, path: str, issues: list[Issue]) -> dict:
+        """Without `direction`, the metric's own (trainers.metrics)."""
+        metric = data.get("metric", cls.metric)
+        record = metrics_table.get(metric) if isinstance(metric, str) else None
+        if "direction" in data or record is None or record.direction is None:
+            return dict(data)
+        return {**data, "direction": record.direction}
+
     def check(self, path: str) -> list[Issue]:
         return _check_metric(self.metric, path)
 
 
 def _default_objectives() -> list[Objective]:
-    return [
-        Objective("val_loss", "minimize"),
-        Objective("tokens_per_s", "maximize"),
-        Objective("peak_mem_mb"),
-    ]
+    return [Objective(name, metrics_table.get(name).direction) for name in metrics_table.DEFAULT_OBJECTIVES]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -494,13 +501,8 @@ def validate_points(study: Study) -> list[Issue]:
                 shown = ", ".join(f"{k}={v!r}" for k, v in point.items())
                 issues.append(Issue(join("space", where), f"at point {{{shown}}}: trial.{issue}"))
     for i, objective in enumerate(study.objectives):
-        if objective.metric == "mqar_acc" and base.data.kind != "mqar":
-            issues.append(
-                Issue(
-                    f"objectives[{i}].metric",
-                    f"given 'mqar_acc' with trial.data.kind {base.data.kind!r}; needs mqar",
-                )
-            )
+        if problem := metrics_table.data_issue(objective.metric, base.data.kind):
+            issues.append(Issue(f"objectives[{i}].metric", problem))
     if study.scheduler.kind == "asha":
         grace = study.scheduler.grace_tokens
         if grace is not None and grace >= base.train.tokens:

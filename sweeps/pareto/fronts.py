@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from optuna.trial import TrialState
 
 from sweeps.pareto import stats
+from trainers import metrics as metrics_table
 
 
 def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
@@ -97,8 +98,8 @@ def compute(
     robust: frozenset[str] = frozenset(),
 ) -> dict:
     """Fronts over points. `reference`: the point id differences are taken against; `samples`
-    replace a point's per-seed samples of a metric (e.g. the probe's rounds for tokens_per_s);
-    metrics in `robust` are summarised by medians and order-statistic intervals."""
+    replace a point's per-seed samples of a metric (e.g. the cost probe's rounds); metrics in
+    `robust` are summarised by medians and order-statistic intervals."""
     metrics = [m for m, _ in objectives]
     directions = [d for _, d in objectives]
     rows = point_table(trials, metrics)
@@ -142,7 +143,7 @@ def add_statistics(
             if ref is not None and row is not ref:
                 diff = stats.paired(row["samples"][metric], ref["samples"][metric], metric in robust)
                 row["diff"][metric] = diff
-                row["verdict"][metric] = stats.verdict(diff, direction, metric in stats.EXACT_METRICS)
+                row["verdict"][metric] = stats.verdict(diff, direction, metrics_table.is_exact(metric))
     metrics = [m for m, _ in objectives]
     directions = [d for _, d in objectives]
     probabilities = stats.p_front(

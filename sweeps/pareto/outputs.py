@@ -9,12 +9,17 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sweeps import space
-
-RELATIVE = ("tokens_per_s", "tokens_per_s_ratio", "peak_mem_mb", "mem_activations_mb", "params_total")
+from trainers import metrics as metrics_table
 
 
 def _label(params: Mapping) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items()) or "base"
+
+
+def axis_title(metric: str, direction: str) -> str:
+    """`val_loss (nats/token, minimize)`: the unit from the metric table, when it has the metric."""
+    record = metrics_table.get(metric)
+    return f"{metric} ({record.unit}, {direction})" if record is not None else f"{metric} ({direction})"
 
 
 def point_name(row: Mapping) -> str:
@@ -48,10 +53,16 @@ def table_text(result: Mapping) -> str:
         "  ".join(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)) + "  " + line[-1]
         for line in lines
     ]
+    rounds = [m for m in metrics if metrics_table.is_timed(m)]
+    timed = (
+        f" ({', '.join(rounds)}: the median of the cost probe's rounds, order-statistic interval, of"
+        " ratios to the probe's baseline, whose own ± is its absolute timing's)"
+        if rounds
+        else ""
+    )
     out.append(
-        "values: mean ± half-width of the 95% t interval over seeds (tokens_per_s: the median of the"
-        " cost probe's rounds, order-statistic interval, of ratios to the probe's baseline, whose own ±"
-        " is its absolute timing's); vs reference: the paired verdict per objective"
+        f"values: mean ± half-width of the 95% t interval over seeds{timed}; vs reference: the paired"
+        " verdict per objective"
     )
     out.append(
         f"hypervolume (normalised, ref 1.1): {result['hypervolume']:.4f};"
@@ -74,7 +85,7 @@ def conclusions_text(result: Mapping) -> str:
         for o in result["objectives"]:
             m = o["metric"]
             diff, word = row["diff"][m], row["verdict"][m]
-            if m in RELATIVE and ref[m]:
+            if metrics_table.is_relative(m) and ref[m]:
                 ratio = f"{row[m] / ref[m]:.3f}x"
                 if ratio == "1.000x" and row[m] != ref[m]:  # say what three digits hide
                     ratio += f" ({row[m] - ref[m]:+.3g})"
@@ -143,8 +154,8 @@ def _plots(result: Mapping, folder: Path) -> list[Path]:
             )
         pts = sorted((r[x], r[y]) for r in rows if r["point"] in front)
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "--", color="C3", lw=1)
-        ax.set_xlabel(f"{x} ({objectives[0]['direction']})")
-        ax.set_ylabel(f"{y} ({objectives[k]['direction']})")
+        ax.set_xlabel(axis_title(x, objectives[0]["direction"]))
+        ax.set_ylabel(axis_title(y, objectives[k]["direction"]))
         ax.set_title(f"{x} vs {y}: bars 95% CI; marker = {x} verdict; (p_front)", fontsize=9)
         fig.tight_layout()
         path = folder / f"front_{x}_vs_{y}.png"
@@ -213,9 +224,9 @@ def _html(result: Mapping, folder: Path) -> Path:
                        name="front", line={"dash": "dash", "color": MPL_COLORS["C3"]}, hoverinfo="skip"),
             row=panel, col=1,
         )  # fmt: skip
-        fig.update_xaxes(title_text=f"{x} ({objectives[0]['direction']})", row=panel, col=1)
+        fig.update_xaxes(title_text=axis_title(x, objectives[0]["direction"]), row=panel, col=1)
         direction = next(o["direction"] for o in objectives if o["metric"] == y)
-        fig.update_yaxes(title_text=f"{y} ({direction})", row=panel, col=1)
+        fig.update_yaxes(title_text=axis_title(y, direction), row=panel, col=1)
     fig.update_layout(
         title=f"Pareto fronts: bars 95% CI; marker = {x} verdict vs reference<br>(star: reference;"
         " up: better, down: worse; black outline: on the pair's front)",

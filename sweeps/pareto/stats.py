@@ -12,7 +12,8 @@ probe's throughput), and pairing uses the keys two points share.
   interval instead (`median_interval`);
 - `verdict`: better / worse / indistinguishable (the interval covers 0) in the objective's
   direction; `undecided` with one pair only, unless the metric is exact (the same number for
-  every seed of an architecture: memory, parameters, FLOPs), where one pair decides;
+  every seed of an architecture: memory, parameters, FLOPs; `trainers.metrics`), where one pair
+  decides;
 - `p_front`: bootstrap over seeds (the same resampled seeds for every point, keeping the
   pairing): the fraction of replicates in which a point is on the Pareto front.
 """
@@ -24,9 +25,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-EXACT_METRICS = frozenset(
-    {"peak_mem_mb", "mem_activations_mb", "params_total", "params_design", "flops_per_token"}
-)
 LEVEL = 0.95
 
 
