@@ -35,7 +35,8 @@ def fronts_for(study, trials, replicates: int = REPLICATES) -> dict:
     rounds = probe_samples(study, complete, entries)
     timed = {m for samples in rounds.values() for m in samples}
     robust = metrics_table.robust(timed)
-    result = compute(complete, objectives, reference_point(study, complete), rounds, replicates, robust)
+    reference = reference_point(study, complete)
+    result = compute(complete, objectives, reference, rounds, replicates, robust, study.verdict_rule)
     result["robust"] = sorted(robust)
     speed = metrics_table.TOKENS_PER_S
     scales = probe_scales(study, complete, entries) if speed in robust else {}
@@ -111,6 +112,13 @@ def _tag_children(tracker, trials, result: Mapping) -> None:
             else:
                 tags.update({f"verdict.{metric}": word for metric, word in row["verdict"].items()})
                 tags["verdict"] = ", ".join(f"{m}: {w}" for m, w in row["verdict"].items())
+                for metric, diff in row["diff"].items():  # what an open comparison could have seen
+                    if "detectable" in diff:
+                        tags[f"detectable.{metric}"] = f"{diff['detectable']:.4g}"
+                    if diff.get("seeds_to_decide"):
+                        tags[f"seeds_to_decide.{metric}"] = str(diff["seeds_to_decide"])
+            if result.get("verdicts"):
+                tags["verdict.rule"] = result["verdicts"]["rule"]  # which adjustment, which looks
         tracker.set_tags(run_id, tags)
 
 

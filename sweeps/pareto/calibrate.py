@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from sweeps.pareto.sequential import NAIVE, SPENDING, Design
-from sweeps.pareto.verdicts import DECIDED, FAMILIES, holm, t_intervals, t_p_values, words
+from sweeps.pareto.verdicts import FAMILIES, OPEN, holm, t_intervals, t_p_values, words
 
 
 def simulate(
@@ -64,7 +64,7 @@ def simulate(
         levels, rejected = holm(p, 1 - level, family)
         lo, hi = t_intervals(mean, sd, n, design, levels)
         said = words(mean, lo, hi, rejected, lower_is_better=True, margin=margin)
-        still_open = ~np.isin(said, DECIDED) & (n < design.n_max)
+        still_open = np.isin(said, OPEN) & (n < design.n_max)  # as sweeps.adaptive decides
         if not still_open.any():
             break
         n = n + still_open

@@ -62,7 +62,7 @@ def table_text(result: Mapping) -> str:
     )
     out.append(
         f"values: mean ± half-width of the 95% t interval over seeds{timed}; vs reference: the paired"
-        " verdict per objective"
+        " verdict per objective" + (f" ({verdicts_note(result)})" if result.get("verdicts") else "")
     )
     out.append(
         f"hypervolume (normalised, ref 1.1): {result['hypervolume']:.4f};"
@@ -71,13 +71,30 @@ def table_text(result: Mapping) -> str:
     return "\n".join(out)
 
 
+def verdicts_note(result: Mapping) -> str:
+    """How the verdicts were reached, e.g. `95%, Holm over 8 comparison(s), looks at 3..5 seeds,
+    Lan-DeMets O'Brien-Fleming-type alpha spending`."""
+    return result["verdicts"]["rule"]
+
+
+def _open_note(diff: Mapping) -> str:
+    """For a comparison not decided: what its seeds could have seen, and what would decide it."""
+    parts = []
+    if math.isfinite(diff.get("detectable", math.nan)):
+        parts.append(f"detectable at 80% power: ±{diff['detectable']:.4f}")
+    if "seeds_to_decide" in diff:
+        needed = diff["seeds_to_decide"]
+        parts.append(f"{needed} seeds to decide at the margin" if needed else "no feasible seed count")
+    return "; ".join(parts)
+
+
 def conclusions_text(result: Mapping) -> str:
     """One plain-language line per point against the reference."""
     ref_id = result.get("reference")
     ref = next((r for r in result["points"] if r["point"] == ref_id), None)
     if ref is None:
         return "no reference point (a baseline design or `reference:` in the study): no paired verdicts"
-    lines = [f"against {point_name(ref)} (paired over shared seeds, 95% intervals):"]
+    lines = [f"against {point_name(ref)} (paired over shared seeds; intervals {verdicts_note(result)}):"]
     for row in sorted(result["points"], key=lambda r: (r["rank"], -r["p_front"])):
         if row is ref:
             continue
@@ -93,7 +110,9 @@ def conclusions_text(result: Mapping) -> str:
             else:
                 half = (diff["hi"] - diff["lo"]) / 2 if math.isfinite(diff["lo"]) else math.nan
                 spread = f" ± {half:.4f}" if math.isfinite(half) else ""
-                parts.append(f"{m} {diff['mean']:+.4f}{spread} ({word}, {diff['n']} seed(s))")
+                note = _open_note(diff)
+                note = f"; {note}" if note else ""
+                parts.append(f"{m} {diff['mean']:+.4f}{spread} ({word}, {diff['n']} seed(s){note})")
         lines.append(f"  {point_name(row)}: " + "; ".join(parts) + f"; on the front in {row['p_front']:.0%}")
     return "\n".join(lines)
 
@@ -105,21 +124,24 @@ def write_files(result: Mapping, folder: Path) -> list[Path]:
     paths[0].write_text(json.dumps(result, indent=2, default=str))
     with paths[1].open("w", newline="") as fh:
         writer = csv.writer(fh)
-        per_metric = ["", "_std", "_ci_lo", "_ci_hi", "_diff", "_diff_lo", "_diff_hi", "_verdict"]
+        per_metric = ["", "_std", "_ci_lo", "_ci_hi", "_diff", "_diff_lo", "_diff_hi", "_verdict", "_p",
+                      "_alpha", "_detectable", "_seeds_to_decide"]  # fmt: skip
         writer.writerow(
             ["rank", "p_front", "point", "name", "seeds", *(m + c for m in metrics for c in per_metric),
-             "params", "trials"]
+             "params", "trials", "verdicts"]
         )  # fmt: skip
+        rule = verdicts_note(result) if result.get("verdicts") else ""
         for r in sorted(result["points"], key=lambda r: r["rank"]):
             cells = []
             for m in metrics:
                 diff = r["diff"].get(m, {})
                 word = r["verdict"].get(m, "reference" if r["point"] == result.get("reference") else "")
                 cells += [r[m], r[m + "_std"], *r[m + "_ci"], diff.get("mean", ""), diff.get("lo", ""),
-                          diff.get("hi", ""), word]  # fmt: skip
+                          diff.get("hi", ""), word, diff.get("p", ""), diff.get("alpha", ""),
+                          diff.get("detectable", ""), diff.get("seeds_to_decide", "")]  # fmt: skip
             writer.writerow(
                 [r["rank"], r["p_front"], r["point"], point_name(r), r["seeds"], *cells,
-                 json.dumps(r["params"]), r["trials"]]
+                 json.dumps(r["params"]), r["trials"], rule]
             )  # fmt: skip
     if result["points"] and len(metrics) > 1:
         paths += _plots(result, folder)
@@ -170,6 +192,7 @@ VERDICT_STYLE = {
     "better": ("^", "C2"),
     "worse": ("v", "C3"),
     "indistinguishable": ("o", "C7"),
+    "equivalent": ("s", "C9"),
     "undecided": ("o", "C7"),
 }
 
@@ -180,7 +203,7 @@ def _marker(result: Mapping, row: Mapping, metric: str) -> tuple[str, str]:
     return VERDICT_STYLE.get(row["verdict"].get(metric, "undecided"), ("o", "C7"))
 
 
-PLOTLY_SYMBOL = {"^": "triangle-up", "v": "triangle-down", "o": "circle", "*": "star"}
+PLOTLY_SYMBOL = {"^": "triangle-up", "v": "triangle-down", "o": "circle", "*": "star", "s": "square"}
 
 
 def _html(result: Mapping, folder: Path) -> Path:
@@ -237,7 +260,7 @@ def _html(result: Mapping, folder: Path) -> Path:
     return path
 
 
-MPL_COLORS = {"C0": "#1f77b4", "C2": "#2ca02c", "C3": "#d62728", "C7": "#7f7f7f"}
+MPL_COLORS = {"C0": "#1f77b4", "C2": "#2ca02c", "C3": "#d62728", "C7": "#7f7f7f", "C9": "#17becf"}
 
 
 def _finite(value: float) -> float:

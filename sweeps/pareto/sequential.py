@@ -77,7 +77,7 @@ class Design:
 
     def name(self) -> str:
         if self.n_min == self.n_max:
-            return f"fixed {self.n_max} seeds (one look: t test)"
+            return "one look (t test)" if self.n_max == 1 else f"fixed {self.n_max} seeds (one look: t test)"
         if self.spending == NAIVE:
             return f"looks at {self.n_min}..{self.n_max} seeds, each at the full level (naive)"
         kind = {"obrien_fleming": "O'Brien-Fleming", "pocock": "Pocock"}[self.spending]
@@ -106,24 +106,33 @@ class Design:
     # --- one look ---------------------------------------------------------------------------------
     def _row(self, n: int) -> np.ndarray:
         """Boundaries at look n over GRID (nonincreasing in the level)."""
-        if self.n_min == self.n_max or self.spending == NAIVE:
-            return _t_quantile(n, GRID)
         if n < self.n_min:  # fewer seeds than planned (failed runs): the first look's share
             return _t_quantile(n, spent(self.n_min / self.n_max, GRID, self.spending))
         table = boundary_table(self.n_min, self.n_max, self.spending)
         return table[min(n, self.n_max) - self.n_min]
 
+    def _exact(self) -> bool:
+        """One look, or each look at the full level: the t distribution itself, no table."""
+        return self.n_min == self.n_max or self.spending == NAIVE
+
     def _boundary_at(self, n: int, alpha: np.ndarray) -> np.ndarray:
+        if self._exact():
+            return _t_quantile(n, alpha)
         row = np.log(self._row(n))
         level = np.log(np.clip(alpha, GRID[0], GRID[-1]))
         return np.exp(np.interp(level, np.log(GRID), row))
 
     def _p_at(self, n: int, t_abs: np.ndarray) -> np.ndarray:
+        if self._exact():
+            from scipy.stats import t
+
+            return np.where(np.isnan(t_abs), 1.0, np.minimum(1.0, 2 * t.sf(t_abs, n - 1)))
         row = np.log(self._row(n))[::-1]  # nondecreasing as the level falls
         levels = np.log(GRID)[::-1]
-        with np.errstate(divide="ignore"):
-            p = np.exp(np.interp(np.log(t_abs), row, levels))
-        p = np.where(np.log(t_abs) < row[0], 1.0, p)  # below the boundary at 0.5: not near any level
+        with np.errstate(divide="ignore"):  # |t| = 0: log -inf, below every boundary
+            log_t = np.log(t_abs)
+        p = np.exp(np.interp(log_t, row, levels))
+        p = np.where(log_t < row[0], 1.0, p)  # below the boundary at 0.5: not near any level
         p = np.where(np.isnan(t_abs), 1.0, p)  # no difference and no spread
         return np.where(np.isinf(t_abs), 0.0, p)
 

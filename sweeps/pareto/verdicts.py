@@ -36,6 +36,7 @@ from sweeps.pareto.sequential import SPENDING, Design
 
 FAMILIES = ("holm", "none")
 DECIDED = ("better", "worse", "equivalent")
+OPEN = ("indistinguishable", "undecided")  # more seeds could still decide it
 POWER = 0.8
 
 
@@ -71,6 +72,8 @@ class Rule:
         alpha spending, margins val_loss +-0.01`."""
         size = f" over {family_size} comparison(s)" if family_size is not None else ""
         family = f"Holm{size}" if self.family == "holm" else f"no family adjustment{size}"
+        if family_size is not None and family_size <= 1:
+            family = f"{family_size} comparison (nothing to adjust)"
         margins = ", ".join(f"{m} +-{v:g}" for m, v in self.margins.items())
         return f"{self.level:.0%}, {family}, {self.design.name()}" + (
             f", margins {margins}" if margins else ""
@@ -89,7 +92,8 @@ def t_p_values(mean, sd, n, design: Design):
 def t_intervals(mean, sd, n, design: Design, levels):
     """mean -+ boundary(n, level) * sd / sqrt(n): the adjusted interval (nan for n < 2)."""
     mean, sd, n, levels = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (mean, sd, n, levels)))
-    half = design.boundary(n.astype(int), levels) * sd / np.sqrt(np.maximum(n, 1))
+    with np.errstate(invalid="ignore"):  # n < 2: an infinite boundary times no spread
+        half = design.boundary(n.astype(int), levels) * sd / np.sqrt(np.maximum(n, 1))
     half = np.where((n >= 2) & np.isfinite(half), half, np.nan)
     return mean - half, mean + half
 
@@ -166,3 +170,84 @@ def seeds_to_decide(sd: float, margin: float, level_alpha: float, power: float =
     needed = (t.isf(level_alpha / 2, ns - 1) + t.ppf((1 + power) / 2, ns - 1)) * sd / np.sqrt(ns)
     fits = np.nonzero(needed <= margin)[0]
     return int(ns[fits[0]]) if len(fits) else None
+
+
+KINDS = ("seeds", "rounds", "exact")
+
+
+def judge(comparisons: list[dict], rule: Rule) -> dict:
+    """Judges a study's comparisons with the reference as one family, in place. Each comparison:
+    `metric`, `direction`, `kind` (`seeds`: a paired t over shared seeds at the planned looks;
+    `rounds`: timing rounds, the sign test and an order-statistic interval of `diffs`; `exact`: no
+    test, any difference decides), `mean`, `std`, `n` (and `diffs` for rounds). Adds `p`,
+    `alpha` (the level it is judged at), `lo`, `hi` (the adjusted interval), `verdict`, and for a
+    seeds comparison not decided `detectable` (80% power) and, with a margin, `seeds_to_decide`.
+    Returns what the report names: {"rule": text, "family": size, "level", "adjustment", ...}."""
+    from sweeps.pareto.stats import median_interval
+
+    design, alpha = rule.design, rule.alpha
+    p = np.ones(len(comparisons))
+    for i, c in enumerate(comparisons):
+        if c["kind"] not in KINDS:
+            raise ValueError(f"comparison kind: given {c['kind']!r}; allowed: {', '.join(KINDS)}")
+        if c["kind"] == "exact":
+            p[i] = 0.0 if c["n"] >= 1 and c["mean"] != 0 else 1.0
+        elif c["kind"] == "rounds":
+            p[i] = sign_test_p(c["diffs"]) if c["n"] >= 1 else 1.0
+        else:
+            p[i] = float(t_p_values(c["mean"], c["std"], c["n"], design))
+    family = [i for i, c in enumerate(comparisons) if c["kind"] != "exact"]
+    levels, rejected = np.full(len(comparisons), alpha), p <= alpha
+    if family:
+        levels[family], rejected[family] = holm(p[family], alpha, rule.family)
+    for i, c in enumerate(comparisons):
+        margin = rule.margins.get(c["metric"], math.nan)
+        if c["kind"] == "seeds":
+            lo, hi = (float(v) for v in t_intervals(c["mean"], c["std"], c["n"], design, levels[i]))
+        elif c["kind"] == "rounds" and c["n"] >= 1:
+            ci = median_interval(c["diffs"], 1 - levels[i])
+            lo, hi = ci["lo"], ci["hi"]
+        elif c["n"] >= 1:  # exact: the difference itself
+            lo = hi = c["mean"]
+        else:
+            lo = hi = math.nan
+        said = str(words(c["mean"], lo, hi, bool(rejected[i]), c["direction"] == "minimize", margin))
+        c.update(p=float(p[i]), alpha=float(levels[i]), lo=lo, hi=hi, verdict=said)
+        if c["kind"] == "seeds" and said not in DECIDED and c["n"] >= 2:
+            c["detectable"] = float(detectable(c["std"], c["n"], design, levels[i]))
+            if math.isfinite(margin):
+                c["seeds_to_decide"] = seeds_to_decide(c["std"], margin, float(levels[i]))
+    adjusted = rule.family == "holm" and len(family) > 1
+    return {
+        "rule": rule.describe(len(family)),
+        "level": rule.level,
+        "family": len(family),
+        "adjustment": "holm" if adjusted else "none",
+        "looks": list(design.looks),
+        "spending": rule.spending,
+        "margins": dict(rule.margins),
+    }
+
+
+def looks_text(rule: Rule, family_size: int) -> list[str]:
+    """The dry run's lines: the rule, then each look's |t| boundary for a paired comparison at the
+    full level and at Holm's strictest step (level / family size), with the error spent so far."""
+    from sweeps.pareto.sequential import spent
+
+    design = rule.design
+    lines = [rule.describe(family_size)]
+    strictest = rule.alpha / max(family_size, 1) if rule.family == "holm" else rule.alpha
+    for n in design.looks:
+        if n < 2:
+            lines.append(f"  look at {n} seed(s): no spread, no verdict (exact metrics only)")
+            continue
+        at_full, at_strict = design.boundary(n, rule.alpha), design.boundary(n, strictest)
+        share = (
+            rule.alpha if design.n_min == design.n_max else spent(n / design.n_max, rule.alpha, rule.spending)
+        )
+        text = f"  look at {n} seed(s): paired |t| >= {float(at_full):.3f}"
+        text += f" (error spent {float(share):.4f} of {rule.alpha:g})"
+        if strictest < rule.alpha:
+            text += f"; Holm's first step ({strictest:.4f}): |t| >= {float(at_strict):.3f}"
+        lines.append(text)
+    return lines

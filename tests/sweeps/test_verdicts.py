@@ -118,3 +118,30 @@ def test_sign_test_and_rule_checks():
         "95%, Holm over 4 comparison(s), looks at 3..5 seeds, Lan-DeMets O'Brien-Fleming-type alpha"
         " spending, margins val_loss +-0.01"
     )
+
+
+def test_the_study_file_sets_the_rule_and_refuses_what_it_cannot_use(tmp_path):
+    from arch.configtree import ConfigError
+    from sweeps import launch
+    from sweeps.spec import load_study
+    from tests.sweeps.helpers import write_study
+
+    study = load_study(
+        write_study(tmp_path, repeats={"min": 2, "max": 4}, verdicts={"family": "none", "spending": "pocock"},
+                    margins={"val_loss": 0.01})
+    )  # fmt: skip
+    rule = study.verdict_rule
+    assert (rule.family, rule.spending, rule.design.looks, dict(rule.margins)) == (
+        "none", "pocock", range(2, 5), {"val_loss": 0.01})  # fmt: skip
+    plan = launch.plan_text(study)
+    assert "verdicts     95%, no family adjustment over 2 comparison(s), looks at 2..4 seeds" in plan
+    assert plan.count("look at ") == 3 and "paired |t| >= " in plan
+    bad = {
+        "margins": ({"tokens": 0.01}, r"margins\.tokens: given 'tokens'; allowed: an objective \(val_loss,"),
+        "verdicts": ({"family": "bonferroni"}, r"verdicts\.family: given 'bonferroni'; allowed: holm, none"),
+    }
+    for i, (key, (value, message)) in enumerate(bad.items()):
+        with pytest.raises(ConfigError, match=message):
+            load_study(write_study(tmp_path, name=f"bad{i}", **{key: value}))
+    with pytest.raises(ConfigError, match=r"margins\.val_loss: given 0\.0; allowed: a number > 0"):
+        load_study(write_study(tmp_path, name="bad9", margins={"val_loss": 0}))
