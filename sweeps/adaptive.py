@@ -1,12 +1,19 @@
 """Adaptive seeds (`repeats: {min, max}`, grid studies): which points get one more seed.
 
 Every point starts with `min` seeds. When a round is finished (every planned seed of every point
-done), the fronts' statistics of the completed runs decide, once, which points are still
-undecided: a verdict against the reference that is `indistinguishable` or `undecided` on an
-objective that seeds move (not the cost probe's throughput, not exact metrics such as memory,
-which more seeds cannot change), or a front membership `p_front` strictly between
-`P_FRONT_DECIDED` and 1 - `P_FRONT_DECIDED`. Each undecided point below `max` gets the next seed,
-and so does the reference whenever another point does (pairs need shared seeds).
+done), the fronts' statistics of the completed runs decide, once, which points are still open:
+a verdict against the reference that is neither better, worse nor equivalent on an objective
+that seeds move (`varies: seed` in trainers.metrics: not the cost probe's throughput, not exact
+metrics such as memory, which more seeds cannot change), or a front membership `p_front`
+strictly between `P_FRONT_DECIDED` and 1 - `P_FRONT_DECIDED`. Each open point below `max` gets
+the next seed, and so does the reference whenever another point does (pairs need shared seeds).
+
+The verdicts are the study's own (`sweeps.pareto.verdicts`, `verdicts:` and `margins:` in the
+study file): each look n = min..max is a planned look of `sweeps.pareto.sequential`, whose
+boundaries spend the error over all of them, so a verdict reached at any look, for whatever
+reason the point got there, keeps the stated level. That is also why `p_front` may stay a
+reason to add seeds: the seeds it adds are looks the boundaries already paid for, and `p_front`
+itself is a bootstrap frequency that claims no error rate (it is reported, never tested).
 
 The decisions are stored in the Optuna study (user attr `adaptive_seeds`: point id -> seeds) at
 the moment they are made, under the study's lock: a resumed or a second launcher reads them
@@ -20,7 +27,6 @@ import json
 from optuna.trial import TrialState
 
 P_FRONT_DECIDED = 0.05
-UNDECIDED = ("indistinguishable", "undecided")
 ATTR = "adaptive_seeds"
 
 
@@ -60,22 +66,17 @@ def extend(plan, trials, is_done) -> dict[str, int]:
 
 def undecided_points(study, complete) -> set[str]:
     """Point ids whose verdict or front membership more seeds could still settle."""
-    from sweeps.pareto import probe_samples, reference_point
-    from sweeps.pareto.fronts import compute
-    from sweeps.pareto.stats import EXACT_METRICS
+    from sweeps.pareto.analysis import fronts_for
+    from sweeps.pareto.verdicts import OPEN
+    from trainers.metrics import varies_with_seed
 
     if not complete:
         return set()
-    objectives = [(o.metric, o.direction) for o in study.objectives]
-    rounds = probe_samples(study, complete)
-    robust = frozenset({"tokens_per_s"} if rounds else ())
-    result = compute(complete, objectives, reference_point(study, complete), rounds, robust=robust)
-    seed_moved = [m for m, _ in objectives if m not in robust and m not in EXACT_METRICS]
+    result = fronts_for(study, complete)
+    seed_moved = [o.metric for o in study.objectives if varies_with_seed(o.metric)]
     out = set()
     for row in result["points"]:
-        if row["point"] != result["reference"] and any(
-            row["verdict"].get(m) in UNDECIDED for m in seed_moved
-        ):
+        if row["point"] != result["reference"] and any(row["verdict"].get(m) in OPEN for m in seed_moved):
             out.add(row["point"])
         if P_FRONT_DECIDED < row["p_front"] < 1 - P_FRONT_DECIDED:
             out.add(row["point"])
@@ -83,6 +84,6 @@ def undecided_points(study, complete) -> set[str]:
 
 
 def reference_of(study, trials) -> str | None:
-    from sweeps.pareto import reference_point
+    from sweeps.pareto.analysis import reference_point
 
     return reference_point(study, [t for t in trials if t.state == TrialState.COMPLETE])

@@ -91,6 +91,7 @@ def plan_text(study: Study) -> str:
         else f"points       {study.n_points()} x {study.repeats} to {study.repeats_max} seeds (adaptive) ="
         f" {study.n_runs()} to {study.n_runs_max()} trial(s)",
         f"objectives   {', '.join(f'{o.metric} ({o.direction})' for o in study.objectives)}",
+        *_verdicts_lines(study),
         f"budget       {base.train.tokens} tokens per trial"
         f" = {base.max_steps} steps of {base.tokens_per_step}",
         f"scheduler    {study.scheduler.kind}",
@@ -105,6 +106,17 @@ def plan_text(study: Study) -> str:
         for i, point in enumerate(study.planned_points()):
             lines.append(f"  point {i:3d}  " + ", ".join(f"{k}={v}" for k, v in point.items()))
     return "\n".join(lines)
+
+
+def _verdicts_lines(study: Study) -> list[str]:
+    """The verdicts' rule and each planned look's boundary (sweeps.pareto.verdicts)."""
+    from sweeps.pareto.verdicts import looks_text
+    from trainers.metrics import is_exact
+
+    tested = [o for o in study.objectives if not is_exact(o.metric)]  # exact: no test
+    family = max(study.n_points() - 1, 0) * len(tested)
+    first, *looks = looks_text(study.verdict_rule, family)
+    return [f"verdicts     {first}", *(f"           {line}" for line in looks)]
 
 
 class LaunchLock:

@@ -11,17 +11,17 @@ only ever adds time):
     tokens_per_s_ratio = median over rounds of (baseline seconds per step / its seconds per step)
     tokens_per_s       = tokens_per_s_ratio x the baseline's tokens/s (median of its rounds)
 
-Drift and a busy neighbour hit every architecture of a round alike, so the ratios hold: on 2
-cores the six designs of studies/dense_vs_selective.yaml kept their ratios within 1.2% over two
-quiet launches and within 1.6% of them beside a busy loop, ranking kept
-(docs/fronts/README.md); designs closer than that are a tie, which the fronts' throughput
-intervals over the rounds show. On CPU the rounds run on one thread each, shared among one
+Drift and a busy neighbour hit every architecture of a round alike, so the ratios hold where
+absolute speeds do not (how well, launch against launch, quiet and beside a busy loop:
+docs/fronts/README.md, "Throughput"); designs closer than that agreement are a tie, which the
+fronts' throughput intervals over the rounds show. On CPU the rounds run on one thread each, shared among one
 process per thread of the trial (see `time_architectures`), and the baseline's absolute speed
 is timed at the trial's thread count. Results are cached in results/<name>/costs.json by
 architecture hash and machine (host, CPU or GPU model, threads), so a resumed or extended study
-re-times nothing; each run's child in MLflow gets both values. It runs where trials run: in the
-launcher for backend local, as a Ray task with one trial's resources for backend ray (on the
-trial's kind of device).
+re-times nothing; each run's child in MLflow gets both values. A study of one architecture (the
+baseline alone) has no ratio to pair: its probe times only the absolute speed. It runs where
+trials run: in the launcher for backend local, as a Ray task with one trial's resources for
+backend ray (on the trial's kind of device).
 
 A data-parallel trial (`resources.workers` k) is probed as one worker's step on its share of the
 batch, and `tokens_per_s` is k times that worker's: the compute a design costs at that scale,
@@ -99,14 +99,13 @@ def time_architectures(
     baseline rounds (`base_seconds_per_step`).
 
     On CPU the rounds run on one thread: a step on two threads waits at every parallel region
-    for the slower thread, so another job on one core of a small machine moves every ratio
-    (measured on 2 cores, a tiny-preset step: 0.18-0.21 s quiet and 0.52-0.77 s next to one busy
-    loop on two threads; 0.30-0.35 s and 0.27-0.33 s on one thread). A one-thread step is timed
-    by its thread's CPU time, which a neighbour sharing the core cannot lengthen; so the trial's
-    cores can all time rounds at once: the rounds are shared among as many one-thread processes
-    as the trial has threads (this one and children started here), each pairing its own rounds.
-    Measured on 2 cores (docs/fronts/README.md): the two processes' steps as fast as one
-    process's, the ratios as steady, and beside a busy loop as steady as quiet. Then the baseline
+    for the slower thread, so another job on one core of a small machine moves every ratio (it
+    more than doubled a two-thread step, and left a one-thread step as it was). A one-thread
+    step is timed by its thread's CPU time, which a neighbour sharing the core cannot lengthen;
+    so the trial's cores can all time rounds at once: the rounds are shared among as many
+    one-thread processes as the trial has threads (this one and children started here), each
+    pairing its own rounds, which halves the probe's time on two cores without moving the
+    ratios, quiet or busy (the measurements: docs/fronts/README.md, "Throughput"). Then the baseline
     alone is timed at the trial's thread count (wall), for the absolute tokens/s
     (`trial_threads_seconds`); for a one-thread trial its rounds give it (thread CPU: its speed
     on a core of its own). On a GPU every timing runs in this process at the trial's setting
@@ -118,6 +117,9 @@ def time_architectures(
 
     trial_threads = archs[base_key]["num_threads"] or torch.get_num_threads()
     device = _device()
+    if len(archs) == 1:  # the baseline alone: no ratio to pair, only its absolute speed to time
+        samples = math.ceil(rounds * TRIAL_THREADS_SAMPLES_PER_ROUND)
+        return _time_baseline_alone(archs[base_key], base_key, samples, steps, trial_threads, device)
     if device.type == "cuda":
         seconds, base_seconds = time_rounds(archs, range(rounds), steps, base_key, max_models, trial_threads)
         trial_seconds, processes = seconds[base_key], 1
@@ -139,6 +141,25 @@ def time_architectures(
         "processes": processes,
         "clock": "wall" if device.type == "cuda" else "thread_cpu",  # of the ratio rounds
         "machine": machine_key(trial_threads),
+    }
+
+
+def _time_baseline_alone(arch: dict, key: str, samples: int, steps: int, threads: int, device) -> dict:
+    """`time_architectures` of a study with one architecture: its ratio to itself is 1 in every
+    round, so only its absolute speed is timed, in `samples` samples at the trial's threads, here
+    (one process: no child process, no model built twice)."""
+    from trainers.host import keep_freed_memory
+
+    keep_freed_memory()  # as the trials run
+    seconds = _interleaved({key: _warm_step(arch, device)}, range(samples), steps, threads, device)[key]
+    one_thread_cpu = device.type == "cpu" and threads == 1
+    return {
+        "seconds_per_step": {key: seconds},
+        "base_seconds_per_step": {key: seconds},
+        "trial_threads_seconds": seconds,
+        "processes": 1,
+        "clock": "thread_cpu" if one_thread_cpu else "wall",
+        "machine": machine_key(threads),
     }
 
 
@@ -349,19 +370,26 @@ class Probe:
                 table[key] = _entry(arch, seconds, paired[key], base_tps, result["clock"])
         self._save()
         if self.stream is not None:
-            print(
-                f"cost probe: {len(archs)} architecture(s), {self.rounds} interleaved rounds of "
-                f"{self.steps} steps in {result['processes']} process(es), "
-                f"{time.time() - start:.0f}s ({self.path})",
-                file=self.stream,
-                flush=True,
+            timed = (
+                f"{len(archs)} architecture(s), {self.rounds} interleaved rounds of {self.steps} steps in "
+                f"{result['processes']} process(es)"
+                if len(archs) > 1
+                else f"the baseline alone, {len(base_s)} samples of {self.steps} steps (no ratio to pair)"
             )
+            took = f"{time.time() - start:.0f}s"
+            print(f"cost probe: {timed}, {took} ({self.path})", file=self.stream, flush=True)
 
     def metrics(self, cfg) -> dict[str, float]:
         entry = self._cached(arch_key(architecture(cfg)))
         if entry is None:
             return {}
-        return {"tokens_per_s": entry["tokens_per_s"], "tokens_per_s_ratio": entry["tokens_per_s_ratio"]}
+        return metric_values(entry["tokens_per_s_ratio"], entry["baseline_tokens_per_s"])
+
+
+def metric_values(ratio: float, base_tokens_per_s: float) -> dict[str, float]:
+    """The probe's metrics (`source: probe` in trainers.metrics) of an architecture that runs at
+    `ratio` times the baseline's speed, the baseline at `base_tokens_per_s`."""
+    return {"tokens_per_s": ratio * base_tokens_per_s, "tokens_per_s_ratio": ratio}
 
 
 def _entry(
@@ -376,8 +404,7 @@ def _entry(
         "seconds_per_step": seconds,
         "clock": clock,  # what seconds_per_step counts (entries without it: wall, one process)
         "ratios": ratios,
-        "tokens_per_s_ratio": ratio,
-        "tokens_per_s": ratio * base_tokens_per_s,
+        **metric_values(ratio, base_tokens_per_s),
         "baseline_tokens_per_s": base_tokens_per_s,
     }
 
@@ -402,12 +429,14 @@ def scale_samples(entries: dict, cfg) -> list[float]:
     return list(found[-1].get("baseline_tokens_per_s_samples", [])) if found else []
 
 
-def round_samples(entries: dict, cfg) -> dict[str, float]:
-    """tokens_per_s of each probe round of `cfg`'s architecture in the cache `entries` ({} when
-    never probed)."""
+def round_samples(entries: dict, cfg) -> dict[str, dict[str, float]]:
+    """Each probe metric's value in each probe round of `cfg`'s architecture in the cache
+    `entries`, {metric: {round: value}} ({} when never probed)."""
     key = arch_key(architecture(cfg))
     found = [table[key] for table in entries.values() if key in table]
     if not found:
         return {}
     entry = found[-1]  # probed on several machines: the last one written
-    return {f"round{r}": ratio * entry["baseline_tokens_per_s"] for r, ratio in enumerate(entry["ratios"])}
+    per_round = [metric_values(ratio, entry["baseline_tokens_per_s"]) for ratio in entry["ratios"]]
+    names = per_round[0] if per_round else {}
+    return {name: {f"round{r}": v[name] for r, v in enumerate(per_round)} for name in names}

@@ -15,6 +15,7 @@ from sweeps.plan import INTERRUPTED, Plan, RunSpec
 from sweeps.progress import Progress
 from sweeps.tracking import Tracker
 from sweeps.trial import Outcome, TrialTask
+from trainers.metrics import TOKENS_PER_S
 
 
 class Driver:
@@ -46,7 +47,7 @@ class Driver:
             resolved=resolved,
             data_root=self.plan.study.output.data_root,
             keep_checkpoint=self.plan.study.output.checkpoints,
-            timeout_s=self.plan.study.trial_timeout(expected.get("tokens_per_s")),
+            timeout_s=self.plan.study.trial_timeout(expected.get(TOKENS_PER_S)),
             worker_cpus=self.plan.study.resources.cpus,
             worker_gpus=self.plan.study.resources.gpus,
         )

@@ -7,6 +7,8 @@
     sampler: {kind: grid | random | tpe | nsga2 | gp, seed}
     objectives: [{metric: val_loss, direction: minimize}, ...]
     n_trials, repeats, max_concurrent, scheduler, resources, probe, backend, ray, output
+    verdicts: {level: 0.95, family: holm | none, spending: obrien_fleming | pocock}
+    margins: {val_loss: 0.01}        # per objective: within +-margin of the reference is `equivalent`
 
 Loading (`load_study`) reads YAML with the safe loader, resolves `extends:` chains, applies
 `--set key.path=value` overrides, parses the tree strictly (arch.configtree) and then validates
@@ -45,14 +47,16 @@ from arch.configtree import (
     set_path,
 )
 from sweeps.space import Param, SearchSpace, point_id
-from trainers.records import DEFAULT_TRACKING_URI, OBJECTIVE_METRICS
+from trainers import metrics as metrics_table
+from trainers.records import DEFAULT_TRACKING_URI
 
 SAMPLERS = ("grid", "random", "tpe", "nsga2", "gp")
 
 
 def _check_metric(metric: str, path: str) -> list[Issue]:
-    if metric not in OBJECTIVE_METRICS:
-        return [Issue(join(path, "metric"), f"given {metric!r}; allowed: {choices(OBJECTIVE_METRICS)}")]
+    allowed = metrics_table.objective_names()
+    if metric not in allowed:
+        return [Issue(join(path, "metric"), f"given {metric!r}; allowed: {choices(allowed)}")]
     return []
 
 
@@ -83,16 +87,21 @@ class Objective:
     metric: str = "val_loss"
     direction: Literal["minimize", "maximize"] = "minimize"
 
+    @classmethod
+    def prepare(cls, data: Mapping, path: str, issues: list[Issue]) -> dict:
+        """Without `direction`, the metric's own (trainers.metrics)."""
+        metric = data.get("metric", cls.metric)
+        record = metrics_table.get(metric) if isinstance(metric, str) else None
+        if "direction" in data or record is None or record.direction is None:
+            return dict(data)
+        return {**data, "direction": record.direction}
+
     def check(self, path: str) -> list[Issue]:
         return _check_metric(self.metric, path)
 
 
 def _default_objectives() -> list[Objective]:
-    return [
-        Objective("val_loss", "minimize"),
-        Objective("tokens_per_s", "maximize"),
-        Objective("peak_mem_mb"),
-    ]
+    return [Objective(name, metrics_table.get(name).direction) for name in metrics_table.DEFAULT_OBJECTIVES]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +148,17 @@ class ProbeConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class VerdictsConfig:
+    """How the paired verdicts against the reference are reached (sweeps.pareto.verdicts): the
+    level, the adjustment over the family of points x objectives compared with the reference, and
+    how adaptive seeds' planned looks spend the error (sweeps.pareto.sequential)."""
+
+    level: float = _field(0.95, ge=0.5, lt=1)
+    family: Literal["holm", "none"] = "holm"
+    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
+
+
+@dataclasses.dataclass(frozen=True)
 class RayConfig:
     address: str | None = None  # None: start Ray locally; "auto" or ray://host:port joins a cluster
     num_cpus: int | None = _field(None, ge=1)  # local Ray only; None: every CPU of this machine
@@ -179,6 +199,10 @@ class Study:
     # Adaptive seeds (`repeats: {min: 2, max: 8}` in YAML sets repeats = min and this): after each
     # round, one more seed only for the points still undecided (sweeps.adaptive), up to max.
     repeats_max: int | None = _field(None, ge=1)
+    verdicts: VerdictsConfig = VerdictsConfig()
+    # Equivalence margins per objective ({val_loss: 0.01}): a point whose adjusted difference
+    # interval lies inside +-margin is `equivalent`; one it does not decide is `undecided`.
+    margins: dict[str, float] = dataclasses.field(default_factory=dict)
     max_concurrent: int | None = _field(None, ge=1)  # None: as many as the resources allow
     # Wall-clock limit of one trial's training, after which it is stopped and recorded as failed
     # (status timeout). None: 10 x the time the cost probe expects for the budget, plus 10 minutes.
@@ -243,6 +267,16 @@ class Study:
                 issues.append(
                     Issue("repeats", f"adaptive seeds with sampler {self.sampler.kind!r}; allowed: grid")
                 )
+        for metric, margin in self.margins.items():
+            if metric not in metrics:
+                issues.append(
+                    Issue(
+                        f"margins.{metric}",
+                        f"given {metric!r}; allowed: an objective ({', '.join(metrics)})",
+                    )
+                )
+            elif not margin > 0:
+                issues.append(Issue(f"margins.{metric}", f"given {margin!r}; allowed: a number > 0"))
         return issues
 
     # --- derived (computed once; the frozen fields never change) ------------------------------
@@ -252,6 +286,16 @@ class Study:
         from trainers.config import TrialConfig
 
         return TrialConfig.from_dict(self.trial)
+
+    @functools.cached_property
+    def verdict_rule(self):
+        """The verdicts' rule (`sweeps.pareto.verdicts.Rule`): level, family, the planned looks
+        (repeats min..max; one look for a fixed count) and the margins."""
+        from sweeps.pareto.verdicts import Rule
+
+        v = self.verdicts
+        return Rule(v.level, v.family, v.spending, dict(self.margins), self.repeats,
+                    self.repeats_max or self.repeats)  # fmt: skip
 
     @functools.cached_property
     def search_space(self) -> SearchSpace:
@@ -494,13 +538,8 @@ def validate_points(study: Study) -> list[Issue]:
                 shown = ", ".join(f"{k}={v!r}" for k, v in point.items())
                 issues.append(Issue(join("space", where), f"at point {{{shown}}}: trial.{issue}"))
     for i, objective in enumerate(study.objectives):
-        if objective.metric == "mqar_acc" and base.data.kind != "mqar":
-            issues.append(
-                Issue(
-                    f"objectives[{i}].metric",
-                    f"given 'mqar_acc' with trial.data.kind {base.data.kind!r}; needs mqar",
-                )
-            )
+        if problem := metrics_table.data_issue(objective.metric, base.data.kind):
+            issues.append(Issue(f"objectives[{i}].metric", problem))
     if study.scheduler.kind == "asha":
         grace = study.scheduler.grace_tokens
         if grace is not None and grace >= base.train.tokens:

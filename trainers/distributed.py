@@ -4,9 +4,11 @@ Semantics, whoever starts the processes:
 - `train.batch_size` is the global batch: every worker draws the same global batch (it depends
   only on the seed and the step) and keeps its own `batch_size / workers` rows, so a k-worker
   run sees exactly the examples of a 1-worker run;
-- the token budget, `tokens`, `train_tokens_per_s` and the losses are global (losses are
-  averaged over workers every step, which also makes a divergence stop every worker together);
-- `peak_mem_mb` and its breakdown are the maximum over workers;
+- the token budget, `tokens` and the losses are global (losses are averaged over workers every
+  step, which also makes a divergence stop every worker together);
+- the final metrics combine over workers as their record in `trainers.metrics` says (`workers`):
+  `peak_mem_mb` and its breakdown are the maximum over workers, `train_tokens_per_s` is rank 0's
+  clock of the global batch (`reduce_over_workers`);
 - rank 0 alone logs to the loggers, reports and writes the checkpoint.
 
 The workers are started by `spawn_fit` (every backend, `python -m trainers.train`): k processes
@@ -25,14 +27,9 @@ import multiprocessing.connection
 import os
 import socket
 import traceback
-from collections.abc import Iterable
 
 # A worker that dies leaves the others waiting in a collective; they give up after this.
 COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=5)
-MEMORY_KEYS = (
-    "peak_mem_mb", "mem_params_mb", "mem_grads_mb", "mem_optimizer_mb", "mem_activations_mb",
-    "mem_ddp_buckets_mb",
-)  # fmt: skip
 
 
 def process_group_backend() -> str:
@@ -62,18 +59,28 @@ def lightning_kwargs(workers: int) -> dict:
     }
 
 
-def max_over_workers(metrics: dict[str, float], keys: Iterable[str] = MEMORY_KEYS) -> dict[str, float]:
-    """`metrics` with `keys` replaced by their maximum over the process group (when there is one)."""
+def reduce_over_workers(metrics: dict[str, float]) -> dict[str, float]:
+    """`metrics` with every key the metric table all-reduces (`trainers.metrics.worker_reductions`:
+    max, min, sum, mean) replaced by its value over the process group (when there is one)."""
     import torch
     import torch.distributed as dist
 
-    present = [k for k in keys if k in metrics]
-    if not present or not (dist.is_available() and dist.is_initialized()):
+    from trainers.metrics import worker_reductions
+
+    reductions = worker_reductions(metrics)
+    if not reductions or not (dist.is_available() and dist.is_initialized()):
         return metrics
     device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
-    values = torch.tensor([metrics[k] for k in present], dtype=torch.float64, device=device)
-    dist.all_reduce(values, op=dist.ReduceOp.MAX)
-    return {**metrics, **dict(zip(present, values.tolist(), strict=True))}
+    op = dist.ReduceOp
+    ops = {"max": op.MAX, "min": op.MIN, "sum": op.SUM, "mean": op.SUM}
+    out = dict(metrics)
+    for name, keys in reductions.items():  # gloo has no AVG: a mean is the sum over the group's size
+        values = torch.tensor([metrics[k] for k in keys], dtype=torch.float64, device=device)
+        dist.all_reduce(values, op=ops[name])
+        if name == "mean":
+            values /= dist.get_world_size()
+        out.update(zip(keys, values.tolist(), strict=True))
+    return out
 
 
 def close_process_group() -> None:

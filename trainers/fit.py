@@ -142,9 +142,9 @@ def fit_process(
     for cb in own:
         metrics.update(cb.metrics())
     if trainer.world_size > 1:
-        from trainers.distributed import max_over_workers
+        from trainers.distributed import reduce_over_workers
 
-        metrics = max_over_workers(metrics)
+        metrics = reduce_over_workers(metrics)
     metrics["tokens"] = float(module.tokens_seen)
     metrics["steps"] = float(trainer.global_step)
     for logger in loggers:

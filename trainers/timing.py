@@ -9,11 +9,10 @@ work on the machine only ever adds time). A ratio between two models is paired b
 so drift and a busy neighbour, which hit every model of a round alike, cancel out. This is the
 one timing method of the cost probe (`sweeps.probe`) and `bench.designs`.
 
-Why built once and finely interleaved, measured here (2 cores; the six architectures of
-studies/dense_vs_selective.yaml, tiny, B16 T128, one thread): rebuilding every model in every
-round (5 rounds of the fastest of 4 steps) gave ratios that moved up to 17% between quiet
-launches; built once, 20 rounds of 2 steps gave ratios within 2.5% of each other for every
-design over five launches, two of them beside a busy loop on one core, in about 45 s.
+Why built once and finely interleaved: a model rebuilt in every round pays its warm-up again and
+lands its tensors elsewhere, which moved the ratios between launches by more than most designs
+differ; built once, with many short rounds, the ratios agree between launches, quiet or beside a
+busy loop (the measurements, and the estimators compared: docs/fronts/README.md, "Throughput").
 """
 
 from __future__ import annotations
@@ -31,11 +30,10 @@ class Timings:
     that same step; and the fewest CPU seconds of the calling thread over the round's steps.
 
     On one torch thread a CPU step runs wholly on the calling thread, so its thread CPU time is
-    the step's wall time without the time the thread waited for a core: measured on 2 cores, one
-    thread's tiny-preset step, 0.146 s wall and 0.146 s thread CPU; with three processes on the
-    two cores (two timing, one busy loop) 0.192 s wall and 0.143 s thread CPU, and paired ratios
-    over rounds that scattered 11-21% (interquartile) by wall and 1.2-2.2% by thread CPU, their
-    medians within 0.5% of the quiet run's (docs/fronts/README.md)."""
+    the step's wall time without the time the thread waited for a core: quiet, the two clocks
+    agree; with more runnable processes than cores the wall time grows and the thread CPU time
+    does not, and the paired ratios stay as tight as quiet ones by thread CPU where by wall they
+    scatter several times wider (docs/fronts/README.md, "Throughput")."""
 
     wall: dict[str, list[float]]
     cpu: dict[str, list[float]]

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from trainers.metrics import TOKENS_PER_S
+
 
 def curves(client, rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
     """point id -> [(tokens, mean val_loss over its seeds)], from the MLflow children's histories."""
@@ -35,7 +37,7 @@ def curves(client, rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
 
 
 def add_equal_time(
-    rows: list[dict], point_curves: Mapping[str, list], metric: str = "tokens_per_s"
+    rows: list[dict], point_curves: Mapping[str, list], metric: str = TOKENS_PER_S
 ) -> float | None:
     """Sets row["val_loss_at_equal_time"]; returns the horizon in seconds (None without speeds)."""
     speed = {r["point"]: r.get(metric) for r in rows}
@@ -68,8 +70,8 @@ def plot(
             continue
         tokens, loss = zip(*curve, strict=True)
         by_tokens.plot(tokens, loss, marker=".", label=name_of(row))
-        if row.get("tokens_per_s"):
-            by_time.plot([t / row["tokens_per_s"] for t in tokens], loss, marker=".", label=name_of(row))
+        if row.get(TOKENS_PER_S):
+            by_time.plot([t / row[TOKENS_PER_S] for t in tokens], loss, marker=".", label=name_of(row))
     by_tokens.set_xlabel("tokens")
     by_tokens.set_ylabel("val_loss (mean over seeds)")
     by_time.set_xlabel("seconds at the cost probe's tokens/s")

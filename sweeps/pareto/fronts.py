@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from optuna.trial import TrialState
 
 from sweeps.pareto import stats
+from trainers import metrics as metrics_table
 
 
 def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
@@ -95,10 +96,13 @@ def compute(
     samples: Mapping[str, Mapping[str, Mapping]] | None = None,
     replicates: int = 1000,
     robust: frozenset[str] = frozenset(),
+    rule=None,
 ) -> dict:
     """Fronts over points. `reference`: the point id differences are taken against; `samples`
-    replace a point's per-seed samples of a metric (e.g. the probe's rounds for tokens_per_s);
-    metrics in `robust` are summarised by medians and order-statistic intervals."""
+    replace a point's per-seed samples of a metric (e.g. the cost probe's rounds); metrics in
+    `robust` are summarised by medians and order-statistic intervals; `rule`
+    (`sweeps.pareto.verdicts.Rule`, the study's `verdict_rule`; default: 95%, Holm, one look)
+    judges the comparisons with the reference."""
     metrics = [m for m, _ in objectives]
     directions = [d for _, d in objectives]
     rows = point_table(trials, metrics)
@@ -109,7 +113,7 @@ def compute(
     if not rows:
         result.update(front=[], hypervolume=0.0, pairs={})
         return result
-    add_statistics(rows, objectives, result["reference"], replicates, robust)
+    result["verdicts"] = add_statistics(rows, objectives, result["reference"], replicates, robust, rule)
     mins = [to_minimise([r[m] for m in metrics], directions) for r in rows]
     for row, rank in zip(rows, nondominated_ranks(mins), strict=True):
         row["rank"] = rank
@@ -127,11 +131,21 @@ def compute(
 
 
 def add_statistics(
-    rows: list[dict], objectives, reference: str | None, replicates: int, robust: frozenset[str] = frozenset()
-) -> None:
+    rows: list[dict],
+    objectives,
+    reference: str | None,
+    replicates: int,
+    robust: frozenset[str] = frozenset(),
+    rule=None,
+) -> dict | None:
     """Per row and objective: mean, std, 95% interval; against the reference: the paired
-    difference, its interval and a verdict; and p_front over all objectives."""
+    difference, its adjusted interval and verdict (every comparison of the study judged as one
+    family by `rule`); and p_front over all objectives. Returns the verdicts' summary (None
+    without a reference)."""
+    from sweeps.pareto.verdicts import Rule, judge
+
     ref = next((r for r in rows if r["point"] == reference), None)
+    comparisons = []
     for row in rows:
         row["diff"], row["verdict"] = {}, {}
         for metric, direction in objectives:
@@ -141,8 +155,19 @@ def add_statistics(
             row[metric + "_ci"] = [ci["lo"], ci["hi"]]
             if ref is not None and row is not ref:
                 diff = stats.paired(row["samples"][metric], ref["samples"][metric], metric in robust)
-                row["diff"][metric] = diff
-                row["verdict"][metric] = stats.verdict(diff, direction, metric in stats.EXACT_METRICS)
+                kind = (
+                    "exact" if metrics_table.is_exact(metric) else "rounds" if metric in robust else "seeds"
+                )
+                comparisons.append(
+                    {**diff, "metric": metric, "direction": direction, "kind": kind, "row": row}
+                )
+    summary = judge(comparisons, rule or Rule()) if ref is not None else None
+    for c in comparisons:
+        row, metric = c.pop("row"), c["metric"]
+        row["verdict"][metric] = c["verdict"]
+        row["diff"][metric] = {
+            k: v for k, v in c.items() if k not in ("diffs", "metric", "direction", "verdict")
+        }
     metrics = [m for m, _ in objectives]
     directions = [d for _, d in objectives]
     probabilities = stats.p_front(
@@ -150,3 +175,4 @@ def add_statistics(
     )
     for row, p in zip(rows, probabilities, strict=True):
         row["p_front"] = p
+    return summary

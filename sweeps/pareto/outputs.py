@@ -9,12 +9,17 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sweeps import space
-
-RELATIVE = ("tokens_per_s", "tokens_per_s_ratio", "peak_mem_mb", "mem_activations_mb", "params_total")
+from trainers import metrics as metrics_table
 
 
 def _label(params: Mapping) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items()) or "base"
+
+
+def axis_title(metric: str, direction: str) -> str:
+    """`val_loss (nats/token, minimize)`: the unit from the metric table, when it has the metric."""
+    record = metrics_table.get(metric)
+    return f"{metric} ({record.unit}, {direction})" if record is not None else f"{metric} ({direction})"
 
 
 def point_name(row: Mapping) -> str:
@@ -48,10 +53,16 @@ def table_text(result: Mapping) -> str:
         "  ".join(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)) + "  " + line[-1]
         for line in lines
     ]
+    rounds = [m for m in metrics if metrics_table.is_timed(m)]
+    timed = (
+        f" ({', '.join(rounds)}: the median of the cost probe's rounds, order-statistic interval, of"
+        " ratios to the probe's baseline, whose own ± is its absolute timing's)"
+        if rounds
+        else ""
+    )
     out.append(
-        "values: mean ± half-width of the 95% t interval over seeds (tokens_per_s: the median of the"
-        " cost probe's rounds, order-statistic interval, of ratios to the probe's baseline, whose own ±"
-        " is its absolute timing's); vs reference: the paired verdict per objective"
+        f"values: mean ± half-width of the 95% t interval over seeds{timed}; vs reference: the paired"
+        " verdict per objective" + (f" ({verdicts_note(result)})" if result.get("verdicts") else "")
     )
     out.append(
         f"hypervolume (normalised, ref 1.1): {result['hypervolume']:.4f};"
@@ -60,13 +71,30 @@ def table_text(result: Mapping) -> str:
     return "\n".join(out)
 
 
+def verdicts_note(result: Mapping) -> str:
+    """How the verdicts were reached, e.g. `95%, Holm over 8 comparison(s), looks at 3..5 seeds,
+    Lan-DeMets O'Brien-Fleming-type alpha spending`."""
+    return result["verdicts"]["rule"]
+
+
+def _open_note(diff: Mapping) -> str:
+    """For a comparison not decided: what its seeds could have seen, and what would decide it."""
+    parts = []
+    if math.isfinite(diff.get("detectable", math.nan)):
+        parts.append(f"detectable at 80% power: ±{diff['detectable']:.4f}")
+    if "seeds_to_decide" in diff:
+        needed = diff["seeds_to_decide"]
+        parts.append(f"{needed} seeds to decide at the margin" if needed else "no feasible seed count")
+    return "; ".join(parts)
+
+
 def conclusions_text(result: Mapping) -> str:
     """One plain-language line per point against the reference."""
     ref_id = result.get("reference")
     ref = next((r for r in result["points"] if r["point"] == ref_id), None)
     if ref is None:
         return "no reference point (a baseline design or `reference:` in the study): no paired verdicts"
-    lines = [f"against {point_name(ref)} (paired over shared seeds, 95% intervals):"]
+    lines = [f"against {point_name(ref)} (paired over shared seeds; intervals {verdicts_note(result)}):"]
     for row in sorted(result["points"], key=lambda r: (r["rank"], -r["p_front"])):
         if row is ref:
             continue
@@ -74,7 +102,7 @@ def conclusions_text(result: Mapping) -> str:
         for o in result["objectives"]:
             m = o["metric"]
             diff, word = row["diff"][m], row["verdict"][m]
-            if m in RELATIVE and ref[m]:
+            if metrics_table.is_relative(m) and ref[m]:
                 ratio = f"{row[m] / ref[m]:.3f}x"
                 if ratio == "1.000x" and row[m] != ref[m]:  # say what three digits hide
                     ratio += f" ({row[m] - ref[m]:+.3g})"
@@ -82,7 +110,9 @@ def conclusions_text(result: Mapping) -> str:
             else:
                 half = (diff["hi"] - diff["lo"]) / 2 if math.isfinite(diff["lo"]) else math.nan
                 spread = f" ± {half:.4f}" if math.isfinite(half) else ""
-                parts.append(f"{m} {diff['mean']:+.4f}{spread} ({word}, {diff['n']} seed(s))")
+                note = _open_note(diff)
+                note = f"; {note}" if note else ""
+                parts.append(f"{m} {diff['mean']:+.4f}{spread} ({word}, {diff['n']} seed(s){note})")
         lines.append(f"  {point_name(row)}: " + "; ".join(parts) + f"; on the front in {row['p_front']:.0%}")
     return "\n".join(lines)
 
@@ -94,21 +124,24 @@ def write_files(result: Mapping, folder: Path) -> list[Path]:
     paths[0].write_text(json.dumps(result, indent=2, default=str))
     with paths[1].open("w", newline="") as fh:
         writer = csv.writer(fh)
-        per_metric = ["", "_std", "_ci_lo", "_ci_hi", "_diff", "_diff_lo", "_diff_hi", "_verdict"]
+        per_metric = ["", "_std", "_ci_lo", "_ci_hi", "_diff", "_diff_lo", "_diff_hi", "_verdict", "_p",
+                      "_alpha", "_detectable", "_seeds_to_decide"]  # fmt: skip
         writer.writerow(
             ["rank", "p_front", "point", "name", "seeds", *(m + c for m in metrics for c in per_metric),
-             "params", "trials"]
+             "params", "trials", "verdicts"]
         )  # fmt: skip
+        rule = verdicts_note(result) if result.get("verdicts") else ""
         for r in sorted(result["points"], key=lambda r: r["rank"]):
             cells = []
             for m in metrics:
                 diff = r["diff"].get(m, {})
                 word = r["verdict"].get(m, "reference" if r["point"] == result.get("reference") else "")
                 cells += [r[m], r[m + "_std"], *r[m + "_ci"], diff.get("mean", ""), diff.get("lo", ""),
-                          diff.get("hi", ""), word]  # fmt: skip
+                          diff.get("hi", ""), word, diff.get("p", ""), diff.get("alpha", ""),
+                          diff.get("detectable", ""), diff.get("seeds_to_decide", "")]  # fmt: skip
             writer.writerow(
                 [r["rank"], r["p_front"], r["point"], point_name(r), r["seeds"], *cells,
-                 json.dumps(r["params"]), r["trials"]]
+                 json.dumps(r["params"]), r["trials"], rule]
             )  # fmt: skip
     if result["points"] and len(metrics) > 1:
         paths += _plots(result, folder)
@@ -143,8 +176,8 @@ def _plots(result: Mapping, folder: Path) -> list[Path]:
             )
         pts = sorted((r[x], r[y]) for r in rows if r["point"] in front)
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "--", color="C3", lw=1)
-        ax.set_xlabel(f"{x} ({objectives[0]['direction']})")
-        ax.set_ylabel(f"{y} ({objectives[k]['direction']})")
+        ax.set_xlabel(axis_title(x, objectives[0]["direction"]))
+        ax.set_ylabel(axis_title(y, objectives[k]["direction"]))
         ax.set_title(f"{x} vs {y}: bars 95% CI; marker = {x} verdict; (p_front)", fontsize=9)
         fig.tight_layout()
         path = folder / f"front_{x}_vs_{y}.png"
@@ -159,6 +192,7 @@ VERDICT_STYLE = {
     "better": ("^", "C2"),
     "worse": ("v", "C3"),
     "indistinguishable": ("o", "C7"),
+    "equivalent": ("s", "C9"),
     "undecided": ("o", "C7"),
 }
 
@@ -169,7 +203,7 @@ def _marker(result: Mapping, row: Mapping, metric: str) -> tuple[str, str]:
     return VERDICT_STYLE.get(row["verdict"].get(metric, "undecided"), ("o", "C7"))
 
 
-PLOTLY_SYMBOL = {"^": "triangle-up", "v": "triangle-down", "o": "circle", "*": "star"}
+PLOTLY_SYMBOL = {"^": "triangle-up", "v": "triangle-down", "o": "circle", "*": "star", "s": "square"}
 
 
 def _html(result: Mapping, folder: Path) -> Path:
@@ -213,9 +247,9 @@ def _html(result: Mapping, folder: Path) -> Path:
                        name="front", line={"dash": "dash", "color": MPL_COLORS["C3"]}, hoverinfo="skip"),
             row=panel, col=1,
         )  # fmt: skip
-        fig.update_xaxes(title_text=f"{x} ({objectives[0]['direction']})", row=panel, col=1)
+        fig.update_xaxes(title_text=axis_title(x, objectives[0]["direction"]), row=panel, col=1)
         direction = next(o["direction"] for o in objectives if o["metric"] == y)
-        fig.update_yaxes(title_text=f"{y} ({direction})", row=panel, col=1)
+        fig.update_yaxes(title_text=axis_title(y, direction), row=panel, col=1)
     fig.update_layout(
         title=f"Pareto fronts: bars 95% CI; marker = {x} verdict vs reference<br>(star: reference;"
         " up: better, down: worse; black outline: on the pair's front)",
@@ -226,7 +260,7 @@ def _html(result: Mapping, folder: Path) -> Path:
     return path
 
 
-MPL_COLORS = {"C0": "#1f77b4", "C2": "#2ca02c", "C3": "#d62728", "C7": "#7f7f7f"}
+MPL_COLORS = {"C0": "#1f77b4", "C2": "#2ca02c", "C3": "#d62728", "C7": "#7f7f7f", "C9": "#17becf"}
 
 
 def _finite(value: float) -> float:

@@ -10,9 +10,12 @@ probe's throughput), and pairing uses the keys two points share.
 - `paired(x, ref)`: the mean difference x - ref over shared keys and its 95% t interval; for
   timing rounds (`robust`: a busy neighbour makes outliers) the median and an order-statistic
   interval instead (`median_interval`);
-- `verdict`: better / worse / indistinguishable (the interval covers 0) in the objective's
-  direction; `undecided` with one pair only, unless the metric is exact (the same number for
-  every seed of an architecture: memory, parameters, FLOPs), where one pair decides;
+- `verdict`: one comparison judged alone (a family of one, one look): better / worse /
+  indistinguishable (the interval covers 0) in the objective's direction, `equivalent` /
+  `undecided` with a margin; `undecided` with one pair only, unless the metric is exact (the same
+  number for every seed of an architecture: memory, parameters, FLOPs; `trainers.metrics`), where
+  one pair decides.
+  A study's verdicts are judged together (`sweeps.pareto.verdicts.judge`: planned looks, Holm);
 - `p_front`: bootstrap over seeds (the same resampled seeds for every point, keeping the
   pairing): the fraction of replicates in which a point is on the Pareto front.
 """
@@ -24,9 +27,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-EXACT_METRICS = frozenset(
-    {"peak_mem_mb", "mem_activations_mb", "params_total", "params_design", "flops_per_token"}
-)
 LEVEL = 0.95
 
 
@@ -47,16 +47,16 @@ def interval(values: Sequence[float]) -> dict[str, float]:
     return {"mean": mean, "std": std, "lo": mean - half, "hi": mean + half, "n": n}
 
 
-def median_interval(values: Sequence[float]) -> dict[str, float]:
+def median_interval(values: Sequence[float], level: float = LEVEL) -> dict[str, float]:
     """Median and a distribution-free interval from order statistics (the sign test's): the
-    narrowest [x_(k), x_(n-k+1)] with at least 95% coverage, or the whole range when fewer values
-    allow no more (5 values: min to max, 93.75%). For samples with outliers (timing rounds)."""
+    narrowest [x_(k), x_(n-k+1)] with at least `level` coverage, or the whole range when fewer
+    values allow no more (5 values: min to max, 93.75%). For samples with outliers (timing rounds)."""
     from scipy.stats import binom
 
     xs = sorted(values)
     n = len(xs)
     k = 1
-    while k + 1 <= n // 2 and 2 * binom.cdf(k, n, 0.5) <= 1 - LEVEL:
+    while k + 1 <= n // 2 and 2 * binom.cdf(k, n, 0.5) <= 1 - level:
         k += 1
     std = float(np.std(xs, ddof=1)) if n > 1 else 0.0
     return {"mean": float(np.median(xs)), "std": std, "lo": xs[k - 1], "hi": xs[n - k], "n": n}
@@ -64,28 +64,27 @@ def median_interval(values: Sequence[float]) -> dict[str, float]:
 
 def paired(x: Mapping, ref: Mapping, robust: bool = False) -> dict[str, float]:
     """x - ref over the keys both have: the mean difference and its 95% t interval, or with
-    `robust` the median difference and its order-statistic interval."""
+    `robust` the median difference and its order-statistic interval; `diffs`: the differences."""
     keys = sorted(set(x) & set(ref), key=str)
     if not keys:
-        return {"mean": math.nan, "std": math.nan, "lo": math.nan, "hi": math.nan, "n": 0}
+        return {"mean": math.nan, "std": math.nan, "lo": math.nan, "hi": math.nan, "n": 0, "diffs": []}
     diffs = [x[k] - ref[k] for k in keys]
-    return median_interval(diffs) if robust else interval(diffs)
+    return {**(median_interval(diffs) if robust else interval(diffs)), "diffs": diffs}
 
 
-def verdict(diff: Mapping[str, float], direction: str, exact: bool = False) -> str:
+def verdict(
+    diff: Mapping, direction: str, exact: bool = False, margin: float = math.nan, robust: bool = False
+) -> str:
+    """The word for one paired difference (`paired`'s) judged alone at 95% with one look."""
+    from sweeps.pareto.verdicts import Rule, judge
+
     n = diff["n"]
-    if n == 0:
-        return "undecided"
-    if n == 1 or (diff["std"] == 0 and exact):
-        if not exact:
-            return "undecided"
-        lo = hi = diff["mean"]
-    else:
-        lo, hi = diff["lo"], diff["hi"]
-    if lo <= 0 <= hi:
-        return "indistinguishable"
-    lower_is_better = direction == "minimize"
-    return "better" if (hi < 0) == lower_is_better else "worse"
+    kind = "exact" if exact else "rounds" if robust else "seeds"
+    comparison = {"metric": "m", "direction": direction, "kind": kind, "mean": diff["mean"],
+                  "std": diff["std"], "n": n, "diffs": diff.get("diffs", [])}  # fmt: skip
+    rule = Rule(margins={"m": margin} if math.isfinite(margin) else {}, n_min=max(n, 1), n_max=max(n, 1))
+    judge([comparison], rule)
+    return comparison["verdict"]
 
 
 def p_front(

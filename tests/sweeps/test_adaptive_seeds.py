@@ -55,6 +55,17 @@ def test_only_undecided_points_and_the_reference_get_more_seeds(tmp_path, capsys
     assert "10/10 done" in out  # the progress total follows the decisions
 
 
+def test_an_equivalent_point_stops_too(tmp_path, capsys):
+    """With a margin wider than the noisy point's interval at 2 seeds, it is equivalent: no point
+    is open after round 1, so nothing grows (6 runs, not 10), and the report says the margin."""
+    study = load_study(adaptive_study(tmp_path, margins={"val_loss": 10.0}))
+    assert launch.launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
+    assert {n: len(s) for n, s in seeds_per_design(study).items()} == {n: 2 for n in DESIGNS}
+    out = capsys.readouterr().out
+    assert "(equivalent, 2 seed(s))" in out and "margins val_loss +-10" in out
+    assert "looks at 2..4 seeds, Lan-DeMets O'Brien-Fleming-type alpha spending" in out
+
+
 def test_min_equal_max_is_a_fixed_count_and_bad_ranges_are_refused(tmp_path):
     study = load_study(
         write_study(tmp_path, space={"model.residual": {"choices": DESIGNS}}, repeats={"min": 2, "max": 2})

@@ -52,6 +52,27 @@ def test_probe_times_each_architecture_once_against_its_baseline_and_caches_it(t
     assert calls == ["machine_key"] and again.metrics(configs[-1]) == hc  # nothing re-timed
 
 
+def test_a_study_of_the_baseline_alone_times_only_its_absolute_speed(tmp_path, monkeypatch):
+    import sweeps.probe as probe_module
+
+    def no_child(*args):
+        raise AssertionError("a second timing process for a ratio that is 1 by definition")
+
+    monkeypatch.setattr(probe_module, "_RoundsChild", no_child)
+    trial = {**TRIAL, "train": {**TRIAL["train"], "num_threads": 2}}
+    study = load_study(write_study(tmp_path, space={}, trial=trial, probe={"rounds": 4, "steps": 1}))
+    (point,) = study.planned_points()
+    probe = Probe(study, counting(calls := []))
+    probe.ensure([study.trial_config(point)])
+    assert calls == ["machine_key", "time_architectures"]
+    values = probe.metrics(study.trial_config(point))
+    assert values["tokens_per_s_ratio"] == 1.0 and values["tokens_per_s"] > 0
+    (table,) = json.loads((study.results_dir() / "costs.json").read_text()).values()
+    (entry,) = table.values()
+    assert entry["ratios"] == [1.0, 1.0] and entry["clock"] == "wall"  # ceil(4 x 0.5) samples, 2 threads
+    assert len(entry["baseline_tokens_per_s_samples"]) == 2
+
+
 def test_front_throughput_is_the_probe_and_the_trial_clock_stays_informational(tmp_path):
     study = load_study(write_study(tmp_path, repeats=2, probe={"rounds": 2, "steps": 1}))
     assert launch(study, fit=fake_fit.fit) == 0

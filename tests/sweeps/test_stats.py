@@ -64,7 +64,7 @@ def trial(number, label, seed, values):
         state=TrialState.COMPLETE,
         values=values,
         params={"design": label},
-        distributions={"design": CategoricalDistribution(["base", "x", "slow"])},
+        distributions={"design": CategoricalDistribution(["base", "x", "slow", "far"])},
         user_attrs={"point": label, "seed": seed},
     )
 
@@ -82,6 +82,60 @@ def test_compute_gives_verdicts_against_the_reference_and_says_them():
     text = conclusions_text(result)
     assert "val_loss -0.0900 ± 0.0896 (better, 3 seed(s))" in text and "peak_mem_mb 1.010x (worse)" in text
     assert "reference" in table_text(result)
+    # one tested comparison (memory is exact, no test): the plain 95% t interval
+    assert "intervals 95%, 1 comparison (nothing to adjust), one look (t test)" in text
+
+
+NEAR = {0: 2.01, 1: 2.49, 2: 3.005}  # within 0.01 of REF on every seed
+FAR = {0: 1.93, 1: 2.46, 2: 2.91}  # better by 0.07, 0.04, 0.09: p = 0.044
+
+
+def family_trials(points):
+    out = [trial(i, "base", s, [REF[s]]) for i, s in enumerate(REF)]
+    for label, values in points.items():
+        out += [trial(len(out) + i, label, s, [values[s]]) for i, s in enumerate(values)]
+    return out
+
+
+def test_holm_judges_the_points_as_one_family_and_says_so():
+    """X alone is better at 95%; among three comparisons Holm asks for p <= 0.05/3 first, which
+    its three seeds do not reach (p = 0.0496); without the adjustment it stays better."""
+    from sweeps.pareto.verdicts import Rule
+
+    trials = family_trials({"x": X, "slow": NEAR, "far": FAR})
+    result = compute(trials, [("val_loss", "minimize")], reference="base", replicates=50,
+                     rule=Rule(n_min=3, n_max=3))  # fmt: skip
+    rows = {r["point"]: r for r in result["points"]}
+    assert rows["x"]["verdict"] == {"val_loss": "indistinguishable"}
+    assert rows["x"]["diff"]["val_loss"]["p"] == pytest.approx(0.0496, abs=1e-4)
+    assert result["verdicts"]["adjustment"] == "holm" and result["verdicts"]["family"] == 3
+    assert "Holm over 3 comparison(s)" in conclusions_text(result) and "Holm over 3" in table_text(result)
+    plain = compute(trials, [("val_loss", "minimize")], reference="base", replicates=50,
+                    rule=Rule(family="none", n_min=3, n_max=3))  # fmt: skip
+    assert {r["point"]: r["verdict"]["val_loss"] for r in plain["points"] if r["verdict"]}["x"] == "better"
+    assert "no family adjustment over 3 comparison(s)" in conclusions_text(plain)
+
+
+def test_margins_separate_equivalent_from_undecided_and_say_what_the_seeds_could_see():
+    from sweeps.pareto.verdicts import Rule
+
+    trials = family_trials({"x": NEAR})
+    wide = compute(trials, [("val_loss", "minimize")], reference="base", replicates=50,
+                   rule=Rule(margins={"val_loss": 0.1}, n_min=3, n_max=3))  # fmt: skip
+    assert {r["point"]: r["verdict"] for r in wide["points"]}["x"] == {"val_loss": "equivalent"}
+    tight = compute(trials, [("val_loss", "minimize")], reference="base", replicates=50,
+                    rule=Rule(margins={"val_loss": 0.01}, n_min=3, n_max=3))  # fmt: skip
+    x = next(r for r in tight["points"] if r["point"] == "x")
+    diff = x["diff"]["val_loss"]
+    assert x["verdict"] == {"val_loss": "undecided"}
+    sd = diff["std"]  # differences +0.01, -0.01, +0.005
+    assert diff["detectable"] == pytest.approx((T_975_2 + 1.0607) * sd / math.sqrt(3), rel=1e-3)
+    assert diff["seeds_to_decide"] > 3
+    text = conclusions_text(tight)
+    assert f"(undecided, 3 seed(s); detectable at 80% power: ±{diff['detectable']:.4f};" in text
+    assert f"{diff['seeds_to_decide']} seeds to decide at the margin)" in text
+    none = compute(trials, [("val_loss", "minimize")], reference="base", replicates=50)
+    assert {r["point"]: r["verdict"] for r in none["points"]}["x"] == {"val_loss": "indistinguishable"}
 
 
 def test_a_ratio_that_rounds_to_one_says_the_difference():
@@ -106,8 +160,11 @@ def test_timing_rounds_use_medians_so_one_disturbed_round_flips_nothing():
     assert interval(list(slow.values()))["mean"] > 1000  # the mean is fooled by the one outlier
     diff = paired(slow, base, robust=True)
     assert diff["mean"] == -95.0 and (diff["lo"], diff["hi"]) == (-105.0, 2000.0)
-    four = {**slow, "round2": 920.0}
-    assert verdict(paired(four, base, robust=True), "maximize") == "worse"  # every round slower
+    four = {**slow, "round2": 920.0}  # every round slower: the sign test's p = 2/32, not below 5%
+    assert verdict(paired(four, base, robust=True), "maximize", robust=True) == "indistinguishable"
+    six = {**four, "round5": 930.0}
+    six_base = {**base, "round5": 1000.0}
+    assert verdict(paired(six, six_base, robust=True), "maximize", robust=True) == "worse"  # p = 2/64
 
 
 def test_loss_at_equal_time_interpolates_every_curve_at_the_fastest_budget():

@@ -1,0 +1,147 @@
+"""Verdicts keep their stated error rate: planned looks, Holm, equivalence words, calibration.
+
+The calibration tests simulate null studies with the launcher's own verdict functions
+(`sweeps.pareto.calibrate.simulate`) and hold the false-verdict rates to the level plus three
+Monte Carlo standard errors; the naive rule (every look at the full level) must fail the same check.
+"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import t
+
+from sweeps.pareto import calibrate
+from sweeps.pareto.sequential import Design
+from sweeps.pareto.verdicts import Rule, detectable, holm, seeds_to_decide, sign_test_p, words
+
+SIMS = 20_000
+
+
+def within_level(rates, key, level=0.05):
+    return rates[key] <= level + 3 * rates["mc_error"][key]
+
+
+@pytest.mark.parametrize("repeats", [(3, 3), (3, 5), (2, 5), (3, 8)])
+@pytest.mark.parametrize("points", [1, 4])
+def test_null_verdicts_stay_within_the_level(repeats, points):
+    rates = calibrate.simulate(Design(*repeats), points, effect=0.0, sims=SIMS, seed=1)
+    assert within_level(rates, "false_verdict_rate"), rates
+    assert within_level(rates, "familywise_rate"), rates  # Holm over the K points
+
+
+def test_the_naive_rule_fails_the_same_check():
+    """Each look at the full level (the rule before planned looks): about 10% with 3 to 5 seeds."""
+    rates = calibrate.simulate(Design(3, 5, "naive"), 1, effect=0.0, sims=SIMS, family="none", seed=1)
+    assert not within_level(rates, "false_verdict_rate") and rates["false_verdict_rate"] > 0.08
+    four = calibrate.simulate(Design(3, 3), 4, effect=0.0, sims=SIMS, family="none", seed=1)
+    assert not within_level(four, "familywise_rate")  # four comparisons without Holm: ~18%
+
+
+def test_a_real_effect_is_found_and_in_the_right_direction():
+    rates = calibrate.simulate(Design(3, 5), 4, effect=2.0, sims=4000, seed=2)
+    assert rates["power"] > 0.3 and rates["false_verdict_rate"] == 0.0
+    assert rates["mean_seeds"] < 5  # decided points stop adding seeds
+
+
+def test_equivalence_needs_a_margin_and_is_found_when_there_is_none_to_see():
+    none = calibrate.simulate(Design(5, 5), 1, effect=0.0, sims=4000, seed=3)
+    assert none["equivalent_rate"] == 0.0 and none["undecided_rate"] > 0.9
+    wide = calibrate.simulate(Design(3, 5), 1, effect=0.0, sims=4000, margin=3.0, seed=3)
+    assert wide["equivalent_rate"] > 0.5 and wide["mean_seeds"] < 5  # equivalent points stop too
+
+
+def test_cli_writes_the_rates(tmp_path):
+    out = tmp_path / "rates.json"
+    assert calibrate.main(["--repeats", "3..4", "--points", "2", "--sims", "500", "--json", str(out)]) == 0
+    rates = json.loads(out.read_text())
+    assert {"false_verdict_rate", "familywise_rate", "power", "equivalent_rate"} <= set(rates)
+    assert rates["settings"]["repeats"] == "3..4" and "O'Brien-Fleming" in rates["settings"]["rule"]
+
+
+def test_one_look_is_the_plain_t_test():
+    design = Design(3, 3)
+    assert design.boundary(3, 0.05) == pytest.approx(t.isf(0.025, 2), rel=1e-3)
+    assert design.p_value(3, t.isf(0.005, 2)) == pytest.approx(0.01, rel=1e-2)
+    assert design.p_value(3, np.inf) == 0.0 and design.p_value(1, 5.0) == 1.0
+
+
+def test_planned_looks_raise_the_bar_and_invert_to_p_values():
+    design = Design(3, 5)
+    bounds = design.boundary([3, 4, 5], 0.05)
+    assert bounds[0] > bounds[1] > bounds[2] > t.isf(0.025, 4)  # O'Brien-Fleming: strict early
+    assert np.allclose(design.p_value([3, 4, 5], bounds), 0.05, rtol=1e-6)
+    pocock = Design(3, 5, "pocock").boundary([3, 4, 5], 0.05)
+    assert pocock[0] < bounds[0] and pocock[2] > bounds[2]  # spends more early, less at the end
+    with pytest.raises(ValueError, match="spending: given 'linear'; allowed: obrien_fleming, pocock"):
+        Design(3, 5, "linear")
+
+
+def test_holm_by_hand():
+    levels, rejected = holm([0.01, 0.04, 0.03], 0.05)
+    # sorted 0.01 <= 0.05/3: rejected; 0.03 > 0.05/2: stop, the rest judged at 0.05/2
+    assert rejected.tolist() == [True, False, False]
+    assert levels == pytest.approx([0.05 / 3, 0.025, 0.025])
+    levels, rejected = holm([0.01, 0.02], 0.05)
+    assert rejected.tolist() == [True, True] and levels == pytest.approx([0.025, 0.05])
+    levels, rejected = holm([0.01, 0.04, 0.03], 0.05, "none")
+    assert rejected.all() and (levels == 0.05).all()
+
+
+def test_words_separate_equivalent_from_too_few_seeds():
+    lo, hi = np.array([-0.004, -0.03, -0.03, 0.01]), np.array([0.006, 0.05, 0.05, 0.02])
+    rejected = np.array([False, False, False, True])
+    margin = np.array([0.01, 0.01, np.nan, 0.01])
+    said = words((lo + hi) / 2, lo, hi, rejected, True, margin).tolist()
+    assert said == ["equivalent", "undecided", "indistinguishable", "worse"]
+    assert words(0.1, np.nan, np.nan, False, True).tolist() == "undecided"  # one seed: no interval
+
+
+def test_power_and_seeds_by_hand():
+    # 3 seeds, paired sd 0.03, one look at 5%: (t_{.975,2} + t_{.8,2}) * 0.03 / sqrt(3)
+    mdd = detectable(0.03, 3, Design(3, 3), 0.05)
+    assert mdd == pytest.approx((t.isf(0.025, 2) + t.ppf(0.8, 2)) * 0.03 / math.sqrt(3), rel=1e-3)
+    n = seeds_to_decide(0.03, 0.01, 0.05)
+    need = lambda k: (t.isf(0.025, k - 1) + t.ppf(0.9, k - 1)) * 0.03 / math.sqrt(k)  # noqa: E731
+    assert need(n) <= 0.01 < need(n - 1)
+    assert seeds_to_decide(0.03, math.nan, 0.05) is None
+
+
+def test_sign_test_and_rule_checks():
+    assert sign_test_p([-1.0] * 6) == pytest.approx(2 / 64)
+    assert sign_test_p([-1.0] * 5) == pytest.approx(2 / 32)  # five rounds cannot reach 5%
+    with pytest.raises(ValueError, match="verdicts.family: given 'bonferroni'; allowed: holm, none"):
+        Rule(family="bonferroni")
+    rule = Rule(n_min=3, n_max=5, margins={"val_loss": 0.01})
+    assert rule.describe(4) == (
+        "95%, Holm over 4 comparison(s), looks at 3..5 seeds, Lan-DeMets O'Brien-Fleming-type alpha"
+        " spending, margins val_loss +-0.01"
+    )
+
+
+def test_the_study_file_sets_the_rule_and_refuses_what_it_cannot_use(tmp_path):
+    from arch.configtree import ConfigError
+    from sweeps import launch
+    from sweeps.spec import load_study
+    from tests.sweeps.helpers import write_study
+
+    study = load_study(
+        write_study(tmp_path, repeats={"min": 2, "max": 4}, verdicts={"family": "none", "spending": "pocock"},
+                    margins={"val_loss": 0.01})
+    )  # fmt: skip
+    rule = study.verdict_rule
+    assert (rule.family, rule.spending, rule.design.looks, dict(rule.margins)) == (
+        "none", "pocock", range(2, 5), {"val_loss": 0.01})  # fmt: skip
+    plan = launch.plan_text(study)
+    assert "verdicts     95%, no family adjustment over 2 comparison(s), looks at 2..4 seeds" in plan
+    assert plan.count("look at ") == 3 and "paired |t| >= " in plan
+    bad = {
+        "margins": ({"tokens": 0.01}, r"margins\.tokens: given 'tokens'; allowed: an objective \(val_loss,"),
+        "verdicts": ({"family": "bonferroni"}, r"verdicts\.family: given 'bonferroni'; allowed: holm, none"),
+    }
+    for i, (key, (value, message)) in enumerate(bad.items()):
+        with pytest.raises(ConfigError, match=message):
+            load_study(write_study(tmp_path, name=f"bad{i}", **{key: value}))
+    with pytest.raises(ConfigError, match=r"margins\.val_loss: given 0\.0; allowed: a number > 0"):
+        load_study(write_study(tmp_path, name="bad9", margins={"val_loss": 0}))

@@ -1,0 +1,208 @@
+"""Every metric a trial or a sweep records, once: what it is and how each consumer treats it.
+
+One `Metric` record per name. The trainer's final metrics (`trainers.records.METRICS`), the names
+a study may use as objectives or as the scheduler's metric, how data-parallel workers' values
+combine (`trainers.distributed`), which metrics are exact or timed in rounds (the fronts'
+statistics and adaptive seeds), and how the fronts show them are all read from `TABLE`. Adding
+an objective is one entry here (plus the code that measures it).
+
+Fields of a record:
+
+- `direction`: which way is better; a study's objective takes it unless the file says otherwise.
+- `varies`: `seed` (a new seed gives a new number: losses), `exact` (the same number for every
+  seed of an architecture: memory counted by the allocator, parameters, FLOPs; one pair decides
+  a verdict and more seeds cannot change it) or `rounds` (timed by the cost probe in interleaved
+  rounds: its samples are the rounds, not the seeds).
+- `statistic`: how a point's samples are summarised: `mean` (95% t interval), or `median`
+  (order-statistic interval) for timing rounds, where a busy neighbour makes outliers.
+- `workers`: how the values of a data-parallel run's workers combine: `global` (computed over
+  the global batch already, every step), `max` / `min` / `sum` / `mean` (all-reduced at the end of
+  training), `same` (identical on every worker: the model's shape), `rank0` (rank 0's own reading);
+  None for what the workers do not measure (the cost probe's).
+- `shown`: `relative` (as a ratio to the reference point in the plain-language conclusions) or
+  `absolute` (as a difference with its interval).
+- `objective`: a study may name it as an objective or as the scheduler's metric.
+- `source`: `trial` (`trainers.fit` returns it), `data_parallel` (returned by data-parallel runs
+  only) or `probe` (the sweep's cost probe adds it, `sweeps.probe`).
+- `needs_data`: the `trial.data.kind` it needs (None: any).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Literal
+
+Direction = Literal["minimize", "maximize"]
+VARIES = ("seed", "exact", "rounds")
+STATISTICS = ("mean", "median")
+WORKERS = ("global", "max", "min", "sum", "mean", "same", "rank0")
+ALL_REDUCED = ("max", "min", "sum", "mean")  # what trainers.distributed reduces at the end
+SHOWN = ("relative", "absolute")
+SOURCES = ("trial", "data_parallel", "probe")
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    direction: Direction | None  # None: no better way (not an objective)
+    varies: Literal["seed", "exact", "rounds"]
+    workers: Literal["global", "max", "min", "sum", "mean", "same", "rank0"] | None
+    statistic: Literal["mean", "median"] = "mean"
+    shown: Literal["relative", "absolute"] = "absolute"
+    objective: bool = False
+    source: Literal["trial", "data_parallel", "probe"] = "trial"
+    needs_data: str | None = None
+
+    def problems(self) -> list[str]:
+        """What makes this record inconsistent ([] when none)."""
+        out = []
+        for field, allowed in (("varies", VARIES), ("statistic", STATISTICS), ("shown", SHOWN),
+                               ("source", SOURCES)):  # fmt: skip
+            if getattr(self, field) not in allowed:
+                out.append(f"{field}: given {getattr(self, field)!r}; allowed: {', '.join(allowed)}")
+        if self.workers not in (*WORKERS, None):
+            out.append(f"workers: given {self.workers!r}; allowed: {', '.join(WORKERS)} or None")
+        if self.objective and self.direction is None:
+            out.append("an objective needs a direction")
+        if (self.varies == "rounds") != (self.statistic == "median"):
+            out.append("timing rounds, and only they, are summarised by their median")
+        if (self.source == "probe") != (self.workers is None):
+            out.append("the workers reduce every metric but the probe's")
+        return [f"metric {self.name}: {p}" for p in out]
+
+
+def _memory(name: str, objective: bool = False, shown: str = "absolute", source: str = "trial") -> Metric:
+    """Tensor memory of one training step, counted exactly (trainers.costs.StepMemoryMeter): a
+    data-parallel run's is its largest worker's."""
+    return Metric(name, "MiB", "minimize", "exact", "max", shown=shown, objective=objective, source=source)
+
+
+def _exact_shape(name: str, unit: str, shown: str = "absolute") -> Metric:
+    """A count the model's shape fixes: the same on every seed and every worker."""
+    return Metric(name, unit, "minimize", "exact", "same", shown=shown, objective=True)
+
+
+def _loss(name: str, unit: str) -> Metric:
+    """Averaged over the global batch (the module reduces it over workers every step)."""
+    return Metric(name, unit, "minimize", "seed", "global", objective=True)
+
+
+def _probe(name: str, unit: str) -> Metric:
+    """Timed by the sweep's cost probe beside the baseline, in interleaved rounds."""
+    return Metric(
+        name, unit, "maximize", "rounds", None, statistic="median", shown="relative", objective=True,
+        source="probe",
+    )  # fmt: skip
+
+
+ENTRIES = (
+    _loss("val_loss", "nats/token"),
+    _loss("val_ppl", "perplexity"),
+    _loss("train_loss", "nats/token"),
+    Metric("mqar_acc", "fraction", "maximize", "seed", "global", objective=True, needs_data="mqar"),
+    _probe("tokens_per_s", "tokens/s"),
+    _probe("tokens_per_s_ratio", "x the baseline's"),
+    _memory("peak_mem_mb", objective=True, shown="relative"),
+    _memory("mem_activations_mb", objective=True, shown="relative"),
+    _exact_shape("params_total", "parameters", shown="relative"),
+    _exact_shape("params_design", "parameters"),
+    _exact_shape("flops_per_token", "FLOPs/token"),
+    Metric("tokens", "tokens", None, "exact", "global"),
+    # the trial's own clock and resident set: shared with whatever else runs, informational
+    Metric("train_tokens_per_s", "tokens/s", "maximize", "seed", "rank0"),
+    _memory("mem_params_mb"),
+    _memory("mem_grads_mb"),
+    _memory("mem_optimizer_mb"),
+    _memory("mem_ddp_buckets_mb", source="data_parallel"),
+    Metric("rss_peak_mb", "MiB", "minimize", "seed", "rank0"),
+)
+
+
+def _table(entries: Iterable[Metric]) -> dict[str, Metric]:
+    table: dict[str, Metric] = {}
+    for m in entries:
+        if m.name in table:
+            raise ValueError(f"metric {m.name} is in trainers.metrics twice")
+        if problems := m.problems():
+            raise ValueError("; ".join(problems))
+        table[m.name] = m
+    return table
+
+
+TABLE: dict[str, Metric] = _table(ENTRIES)
+# The cost probe's absolute speed, the one metric that is a time axis (equal-time losses, the
+# trial timeout) and whose probe baseline carries the spread of its own timings.
+TOKENS_PER_S = "tokens_per_s"
+# The objectives of a study that names none (directions from the table).
+DEFAULT_OBJECTIVES = ("val_loss", TOKENS_PER_S, "peak_mem_mb")
+
+
+def get(name: str) -> Metric | None:
+    """The record of `name` (None for a name the table does not hold: a test's made-up metric)."""
+    return TABLE.get(name)
+
+
+def names(**where) -> tuple[str, ...]:
+    """Names of the metrics whose fields equal `where` (e.g. `objective=True`), in table order."""
+    return tuple(n for n, m in TABLE.items() if all(getattr(m, k) == v for k, v in where.items()))
+
+
+def objective_names() -> tuple[str, ...]:
+    return names(objective=True)
+
+
+def trial_names() -> tuple[str, ...]:
+    """What every trial's `trainers.fit` returns, whatever its data and workers."""
+    return names(source="trial", needs_data=None)
+
+
+def is_exact(name: str) -> bool:
+    m = get(name)
+    return m is not None and m.varies == "exact"
+
+
+def is_timed(name: str) -> bool:
+    """Timed by the cost probe in rounds (its samples are the rounds)."""
+    m = get(name)
+    return m is not None and m.varies == "rounds"
+
+
+def varies_with_seed(name: str) -> bool:
+    """More seeds can move its verdict (unknown names: assumed so)."""
+    m = get(name)
+    return m is None or m.varies == "seed"
+
+
+def is_relative(name: str) -> bool:
+    m = get(name)
+    return m is not None and m.shown == "relative"
+
+
+def robust(names_: Iterable[str]) -> frozenset[str]:
+    """Those of `names_` summarised by their median (timing rounds)."""
+    return frozenset(n for n in names_ if (m := get(n)) is not None and m.statistic == "median")
+
+
+def probe_names() -> tuple[str, ...]:
+    return names(source="probe")
+
+
+def data_issue(name: str, data_kind: str) -> str | None:
+    """Why `name` cannot be measured on data of `data_kind` (None: it can)."""
+    m = get(name)
+    if m is None or m.needs_data is None or m.needs_data == data_kind:
+        return None
+    return f"given {name!r} with trial.data.kind {data_kind!r}; needs {m.needs_data}"
+
+
+def worker_reductions(keys: Iterable[str]) -> dict[str, list[str]]:
+    """The keys of `keys` all-reduced over data-parallel workers, by operation (`ALL_REDUCED`),
+    in the order given; the others are rank 0's (global, same on every worker, or its own)."""
+    out: dict[str, list[str]] = {}
+    for key in keys:
+        m = get(key)
+        if m is not None and m.workers in ALL_REDUCED:
+            out.setdefault(m.workers, []).append(key)
+    return out
