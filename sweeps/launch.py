@@ -76,7 +76,6 @@ def _resources_text(resources) -> str:
 
 
 def plan_text(study: Study) -> str:
-    base = study.base
     space = study.search_space
     lines = [
         f"study        {study.name}: {study.description}".rstrip(": "),
@@ -91,9 +90,8 @@ def plan_text(study: Study) -> str:
         else f"points       {study.n_points()} x {study.repeats} to {study.repeats_max} seeds (adaptive) ="
         f" {study.n_runs()} to {study.n_runs_max()} trial(s)",
         f"objectives   {', '.join(f'{o.metric} ({o.direction})' for o in study.objectives)}",
-        f"budget       {base.train.tokens} tokens per trial"
-        f" = {base.max_steps} steps of {base.tokens_per_step}",
-        f"scheduler    {study.scheduler.kind}",
+        _budget_text(study),
+        _scheduler_text(study),
         f"backend      {study.backend}"
         + (f" (Ray at {study.ray.address or 'a local Ray started here'})" if study.backend == "ray" else ""),
         f"resources    {_resources_text(study.resources)}; {concurrency(study)} at a time",
@@ -101,10 +99,34 @@ def plan_text(study: Study) -> str:
         f"optuna       {study.storage_url()} study {study.name!r}",
         f"results      {study.results_dir()}",
     ]
+    varies = len(set(study.budgets)) > 1
     if study.sampler.kind == "grid":
         for i, point in enumerate(study.planned_points()):
-            lines.append(f"  point {i:3d}  " + ", ".join(f"{k}={v}" for k, v in point.items()))
+            budget = f"  ({study.trial_config(point).train.tokens} tokens)" if varies else ""
+            lines.append(f"  point {i:3d}  " + ", ".join(f"{k}={v}" for k, v in point.items()) + budget)
     return "\n".join(lines)
+
+
+def _budget_text(study: Study) -> str:
+    """Each run trains for its own point's `train.tokens`: one number, or the range and where."""
+    budgets = study.budgets
+    if len(set(budgets)) == 1:
+        base = study.base
+        return (
+            f"budget       {budgets[0]} tokens per trial = {base.max_steps} steps of {base.tokens_per_step}"
+        )
+    where = "each point's below" if study.sampler.kind == "grid" else "over the corners of the space"
+    return f"budget       {min(budgets)}..{max(budgets)} tokens per trial ({where})"
+
+
+def _scheduler_text(study: Study) -> str:
+    if study.scheduler.kind != "asha":
+        return f"scheduler    {study.scheduler.kind}"
+    grace, horizon = study.asha_rungs()
+    return (
+        f"scheduler    asha on {study.scheduler.metric} ({study.scheduler.mode}): grace {grace} tokens, "
+        f"horizon {horizon - 1} tokens (the largest budget: one horizon for every run)"
+    )
 
 
 class LaunchLock:

@@ -46,7 +46,7 @@ class Driver:
             resolved=resolved,
             data_root=self.plan.study.output.data_root,
             keep_checkpoint=self.plan.study.output.checkpoints,
-            timeout_s=self.plan.study.trial_timeout(expected.get("tokens_per_s")),
+            timeout_s=self.plan.study.trial_timeout(config, expected.get("tokens_per_s")),
             worker_cpus=self.plan.study.resources.cpus,
             worker_gpus=self.plan.study.resources.gpus,
         )

@@ -341,13 +341,29 @@ class Study:
         space = {f"space.{name}": json.dumps(dump(p), sort_keys=True) for name, p in self.space.items()}
         return {**_flatten(parts), **space}
 
-    def trial_timeout(self, tokens_per_s: float | None) -> float | None:
-        """The wall-clock limit of a trial (the study's, else derived from the probe's speed)."""
+    def trial_timeout(self, config, tokens_per_s: float | None) -> float | None:
+        """The wall-clock limit of one run (the study's, else derived from the probe's speed for
+        that run's architecture and its own budget `config.train.tokens`)."""
         if self.trial_timeout_s is not None:
             return self.trial_timeout_s
         if not tokens_per_s:
             return None
-        return 10 * self.base.train.tokens / tokens_per_s + 600
+        return 10 * config.train.tokens / tokens_per_s + 600
+
+    @functools.cached_property
+    def budgets(self) -> list[int]:
+        """The token budget of every point the study can run: the planned grid points, or every
+        corner of a sampled space (its choices and the bounds of its ranges), in that order."""
+        points = self.planned_points() if self.sampler.kind == "grid" else self.search_space.corners()
+        return [self.trial_config(p).train.tokens for p in points] or [self.base.train.tokens]
+
+    def asha_rungs(self) -> tuple[int, int]:
+        """ASHA's (grace period, horizon) in tokens. ASHA has one horizon for all trials: the
+        largest budget, so that no run is stopped before its own budget (a run with a smaller one
+        simply ends there); + 1 so that the last validation (at the budget) is not a stop. The
+        grace period defaults to an eighth of the smallest budget (load checks a given one is below it)."""
+        grace = self.scheduler.grace_tokens or max(1, min(self.budgets) // 8)
+        return grace, max(self.budgets) + 1
 
 
 # --- loading ------------------------------------------------------------------------------------
@@ -502,13 +518,15 @@ def validate_points(study: Study) -> list[Issue]:
                 )
             )
     if study.scheduler.kind == "asha":
-        grace = study.scheduler.grace_tokens
-        if grace is not None and grace >= base.train.tokens:
+        grace, smallest = study.scheduler.grace_tokens, min(study.budgets)
+        if grace is not None and grace >= smallest:
+            where = (
+                "trial.train.tokens"
+                if len(set(study.budgets)) == 1
+                else "the smallest train.tokens of the points"
+            )
             issues.append(
-                Issue(
-                    "scheduler.grace_tokens",
-                    f"given {grace}; allowed: below trial.train.tokens {base.train.tokens}",
-                )
+                Issue("scheduler.grace_tokens", f"given {grace}; allowed: below {where} {smallest}")
             )
     if study.reference is not None and study.sampler.kind == "grid" and study.reference not in study.grid:
         issues.append(

@@ -358,13 +358,13 @@ def run(plan, driver, concurrency: int, fit=None) -> None:
     searcher = _searcher_class()(plan, driver, limit, metric, mode)
     scheduler = None
     if study.scheduler.kind == "asha":
-        budget = study.base.train.tokens
+        grace, horizon = study.asha_rungs()  # one horizon for all: the largest budget of the points
         scheduler = ASHAScheduler(
             time_attr="tokens",
             metric=metric,
             mode=mode,
-            max_t=budget + 1,  # + 1: the last validation (at the budget) must not be a stop
-            grace_period=study.scheduler.grace_tokens or max(1, budget // 8),
+            max_t=horizon,
+            grace_period=grace,
             reduction_factor=study.scheduler.reduction_factor,
         )
     resources = {"cpu": study.resources.cpus, "gpu": study.resources.gpus}
