@@ -36,7 +36,6 @@ import yaml
 from arch.configtree import (
     ConfigError,
     Issue,
-    choices,
     dump,
     join,
     load_yaml,
@@ -44,16 +43,11 @@ from arch.configtree import (
     parse_override,
     set_path,
 )
+from sweeps.paths import KeyPaths
 from sweeps.space import Param, SearchSpace, point_id
 from trainers.records import DEFAULT_TRACKING_URI, OBJECTIVE_METRICS
 
 SAMPLERS = ("grid", "random", "tpe", "nsga2", "gp")
-
-
-def _check_metric(metric: str, path: str) -> list[Issue]:
-    if metric not in OBJECTIVE_METRICS:
-        return [Issue(join(path, "metric"), f"given {metric!r}; allowed: {choices(OBJECTIVE_METRICS)}")]
-    return []
 
 
 def _field(default, **bounds):
@@ -83,9 +77,6 @@ class Objective:
     metric: str = "val_loss"
     direction: Literal["minimize", "maximize"] = "minimize"
 
-    def check(self, path: str) -> list[Issue]:
-        return _check_metric(self.metric, path)
-
 
 def _default_objectives() -> list[Objective]:
     return [
@@ -104,9 +95,6 @@ class SchedulerConfig:
     mode: Literal["min", "max"] = "min"
     grace_tokens: int | None = _field(None, ge=1)  # None: an eighth of the budget
     reduction_factor: float = _field(3.0, gt=1)
-
-    def check(self, path: str) -> list[Issue]:
-        return _check_metric(self.metric, path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,6 +249,15 @@ class Study:
     def grid(self) -> list[dict]:
         """Every point of the grid sampler, in YAML order ([] for the other samplers)."""
         return self.search_space.grid() if self.sampler.kind == "grid" else []
+
+    @functools.cached_property
+    def paths(self) -> KeyPaths:
+        """Every path this study can name (sweeps.paths): its parameters, the paths of its base
+        trial and of every point it can run (the grid, or the corners of a sampled space), and
+        the objective metrics. Valid once the points parse (after loading)."""
+        points = self.grid if self.sampler.kind == "grid" else self.search_space.corners()
+        trees = [self.base.to_dict(), *(self.trial_config(p).to_dict() for p in points)]
+        return KeyPaths(self.space, trees, OBJECTIVE_METRICS)
 
     def planned_points(self) -> list[dict]:
         """The grid points this study runs (the first `n_trials` of the grid)."""
@@ -484,7 +481,7 @@ def study_from_dict(tree: Mapping, source: str | None = None) -> Study:
 
 def validate_points(study: Study) -> list[Issue]:
     """The base trial config and every point of the space (grid) or every choice and bound."""
-    issues: list[Issue] = []
+    issues: list[Issue] = _check_names(study)
     space = study.search_space
     issues.extend(space.check_structure("space"))
     if issues:
@@ -535,7 +532,35 @@ def validate_points(study: Study) -> list[Issue]:
                 f"given {study.reference!r}; allowed: a point of the grid, e.g. {study.grid[0]!r}",
             )
         )
+    if not issues:
+        issues.extend(_check_paths(study))
     issues.extend(_check_resources(study))
+    return issues
+
+
+def _check_names(study: Study) -> list[Issue]:
+    """The paths that need no trial config: metrics (objectives, scheduler) and reference keys."""
+    names = KeyPaths(study.space, (), OBJECTIVE_METRICS)
+    issues = [
+        issue
+        for i, objective in enumerate(study.objectives)
+        for issue in names.check(objective.metric, f"objectives[{i}].metric", kinds=("metric",))
+    ]
+    issues += names.check(study.scheduler.metric, "scheduler.metric", kinds=("metric",))
+    for key in study.reference or {}:
+        issues += names.check(key, f"reference.{key}", kinds=("param",))
+    return issues
+
+
+def _check_paths(study: Study) -> list[Issue]:
+    """The paths of `space:` and of every `when:`, against the trial configs of the points (once
+    they parse): a parameter that sets nothing, or a condition on a path no trial has."""
+    paths = study.paths
+    issues = []
+    for name, param in study.space.items():
+        issues += paths.check(name, f"space.{name}", kinds=("trial",))
+        for key in param.when:
+            issues += paths.check(key, f"space.{name}.when.{key}", kinds=("param", "trial"))
     return issues
 
 
