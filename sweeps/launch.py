@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from arch.configtree import ConfigError
+from sweeps import backends
 from sweeps.spec import Study, load_study
 
 EXIT_CONFIG = 2  # the study file (or the cluster) cannot run it; nothing was created
@@ -39,7 +40,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
     p.add_argument("--dry-run", action="store_true", help="validate, print the trial plan, start nothing")
     p.add_argument("--print-config", action="store_true", help="print the resolved study and exit")
-    p.add_argument("--backend", choices=("ray", "local"), help="same as --set backend=...")
+    p.add_argument("--backend", choices=tuple(backends.BACKENDS), help="same as --set backend=...")
     p.add_argument("--ray-address", help="join this Ray cluster (same as --set ray.address=...)")
     p.add_argument("--max-concurrent", type=int, help="same as --set max_concurrent=...")
     return p.parse_args(argv)
@@ -57,15 +58,7 @@ def overrides_of(args) -> list[str]:
 
 
 def concurrency(study: Study, cpus: float | None = None, gpus: float | None = None) -> int:
-    if study.backend == "local":
-        return 1
-    if study.max_concurrent:
-        return study.max_concurrent
-    cpus = cpus or study.ray.num_cpus or os.cpu_count() or 1
-    n = int(cpus // study.resources.total_cpus)
-    if study.resources.gpus:
-        n = min(n, int((gpus or 0) // study.resources.total_gpus))
-    return max(1, n)
+    return backends.get(study.backend).concurrency(study, cpus, gpus)
 
 
 def _resources_text(resources) -> str:
@@ -92,8 +85,7 @@ def plan_text(study: Study) -> str:
         f"objectives   {', '.join(f'{o.metric} ({o.direction})' for o in study.objectives)}",
         _budget_text(study),
         _scheduler_text(study),
-        f"backend      {study.backend}"
-        + (f" (Ray at {study.ray.address or 'a local Ray started here'})" if study.backend == "ray" else ""),
+        f"backend      {backends.get(study.backend).describe(study)}",
         f"resources    {_resources_text(study.resources)}; {concurrency(study)} at a time",
         f"mlflow       {study.mlflow_uri()} experiment {study.experiment_name!r}",
         f"optuna       {study.storage_url()} study {study.name!r}",
@@ -160,8 +152,6 @@ class LaunchLock:
 def launch(study: Study, fit: Callable | None = None, stream=None, probe=None) -> int:
     """Runs (or resumes) the study; returns the process exit status. `fit` and `probe` replace
     trainers.fit and the cost probe (tests)."""
-    from sweeps import backends
-
     stream = stream or sys.stdout
     launch_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{time.time_ns() % 1000:03d}"
     backend = backends.get(study.backend)

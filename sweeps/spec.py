@@ -36,6 +36,7 @@ import yaml
 from arch.configtree import (
     ConfigError,
     Issue,
+    choices,
     dump,
     join,
     load_yaml,
@@ -43,6 +44,7 @@ from arch.configtree import (
     parse_override,
     set_path,
 )
+from sweeps import backends
 from sweeps.paths import KeyPaths
 from sweeps.space import Param, SearchSpace, point_id
 from trainers.records import DEFAULT_TRACKING_URI, OBJECTIVE_METRICS
@@ -174,7 +176,7 @@ class Study:
     scheduler: SchedulerConfig = SchedulerConfig()
     resources: ResourcesConfig = ResourcesConfig()
     probe: ProbeConfig = ProbeConfig()
-    backend: Literal["ray", "local"] = "ray"
+    backend: str = "ray"  # a name of sweeps.backends.BACKENDS
     ray: RayConfig = RayConfig()
     output: OutputConfig = OutputConfig()
 
@@ -205,21 +207,7 @@ class Study:
             issues.append(Issue("objectives", "given []; allowed: at least one objective"))
         if len(set(metrics)) != len(metrics):
             issues.append(Issue("objectives", f"given {metrics}; each metric at most once"))
-        if self.scheduler.kind == "asha" and self.backend == "local":
-            issues.append(
-                Issue(
-                    "scheduler.kind",
-                    "given 'asha' with backend 'local'; allowed: none (ASHA needs backend ray)",
-                )
-            )
-        if self.backend == "local" and (self.max_concurrent or 1) > 1:
-            issues.append(
-                Issue("max_concurrent", f"given {self.max_concurrent}; backend local runs 1 at a time")
-            )
-        if self.backend == "local" and self.resources.gpus not in (0, 1):
-            issues.append(
-                Issue("resources.gpus", f"given {self.resources.gpus}; backend local allows 0 or 1")
-            )
+        issues.extend(_check_backend(self))
         if self.ray.address is not None and (self.ray.num_cpus is not None or self.ray.num_gpus is not None):
             issues.append(Issue("ray.num_cpus", "applies only to a local Ray (ray.address: null)"))
         if self.repeats_max is not None:
@@ -538,6 +526,24 @@ def validate_points(study: Study) -> list[Issue]:
     return issues
 
 
+def _check_backend(study: Study) -> list[Issue]:
+    """The backend is one of the registry's, can run the scheduler, and accepts the rest."""
+    if study.backend not in backends.BACKENDS:
+        return [Issue("backend", f"given {study.backend!r}; allowed: {choices(backends.BACKENDS)}")]
+    backend = backends.get(study.backend)
+    kind = study.scheduler.kind
+    if kind not in backend.schedulers:
+        needs = " or ".join(backends.supporting(kind))
+        return [
+            Issue(
+                "scheduler.kind",
+                f"given {kind!r} with backend {study.backend!r}; allowed: {choices(backend.schedulers)}"
+                f" ({kind} needs backend {needs})",
+            )
+        ]
+    return backend.check(study)
+
+
 def _check_names(study: Study) -> list[Issue]:
     """The paths that need no trial config: metrics (objectives, scheduler) and reference keys."""
     names = KeyPaths(study.space, (), OBJECTIVE_METRICS)
@@ -585,7 +591,7 @@ def _resolved_tree(tree: Mapping) -> dict | None:
 
 def _check_resources(study: Study) -> list[Issue]:
     """Resources a local run can check at load time (a cluster is checked once joined)."""
-    if study.ray.address is not None and study.backend == "ray":
+    if study.backend not in backends.BACKENDS or not backends.get(study.backend).checks_machine(study):
         return []
     cpus = study.ray.num_cpus or os.cpu_count() or 1
     gpus = study.ray.num_gpus if study.ray.num_gpus is not None else local_gpu_count()

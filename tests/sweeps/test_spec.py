@@ -149,3 +149,14 @@ def test_study_paths_resolve_parameters_trial_paths_and_metrics_for_later_sectio
     )
     assert "trial paths train.{" in issue.problem and "tokens" in issue.problem
     assert paths.check("model.residual.kind", "x", kinds=("metric",))  # a path is not a metric
+
+
+def test_backends_are_one_registry_and_a_bad_name_lists_it(tmp_path):
+    from sweeps import backends
+    from sweeps.backends.base import Backend
+
+    for name in backends.BACKENDS:
+        assert isinstance(backends.get(name), Backend) and backends.get(name).name == name
+    assert backends.supporting("asha") == ["ray"]
+    with pytest.raises(ConfigError, match=r"backend: given 'slurm'; allowed: ray, local"):
+        load_study(write(tmp_path / "s.yaml", BASE + "backend: slurm\n"))
