@@ -46,10 +46,9 @@ from arch.configtree import (
 )
 from sweeps import backends
 from sweeps.paths import KeyPaths
+from sweeps.samplers import SAMPLERS, taking
 from sweeps.space import Param, SearchSpace, point_id
 from trainers.records import DEFAULT_TRACKING_URI, OBJECTIVE_METRICS
-
-SAMPLERS = ("grid", "random", "tpe", "nsga2", "gp")
 
 
 def _field(default, **bounds):
@@ -58,19 +57,19 @@ def _field(default, **bounds):
 
 @dataclasses.dataclass(frozen=True)
 class SamplerConfig:
-    kind: Literal["grid", "random", "tpe", "nsga2", "gp"] = "grid"
+    kind: str = "grid"  # a name of sweeps.samplers.SAMPLERS
     seed: int = 0
     n_startup_trials: int | None = None  # tpe, gp: random points before the model kicks in
     population_size: int | None = None  # nsga2
 
     def check(self, path: str) -> list[Issue]:
+        if self.kind not in SAMPLERS:
+            return [Issue(join(path, "kind"), f"given {self.kind!r}; allowed: {choices(SAMPLERS)}")]
         issues = []
-        if self.n_startup_trials is not None and self.kind not in ("tpe", "gp"):
-            issues.append(
-                Issue(join(path, "n_startup_trials"), f"applies only to tpe and gp, not {self.kind}")
-            )
-        if self.population_size is not None and self.kind != "nsga2":
-            issues.append(Issue(join(path, "population_size"), f"applies only to nsga2, not {self.kind}"))
+        for option in ("n_startup_trials", "population_size"):
+            if getattr(self, option) is not None and option not in SAMPLERS[self.kind].options:
+                kinds = " and ".join(taking(option))
+                issues.append(Issue(join(path, option), f"applies only to {kinds}, not {self.kind}"))
         return issues
 
 

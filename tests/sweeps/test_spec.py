@@ -160,3 +160,17 @@ def test_backends_are_one_registry_and_a_bad_name_lists_it(tmp_path):
     assert backends.supporting("asha") == ["ray"]
     with pytest.raises(ConfigError, match=r"backend: given 'slurm'; allowed: ray, local"):
         load_study(write(tmp_path / "s.yaml", BASE + "backend: slurm\n"))
+
+
+def test_samplers_are_one_registry_that_validation_and_optuna_read(tmp_path):
+    import optuna
+
+    from sweeps.samplers import SAMPLERS, build
+    from sweeps.spec import SamplerConfig
+
+    for kind, entry in SAMPLERS.items():
+        options = {option: 3 for option in entry.options}
+        sampler = build(SamplerConfig(kind=kind, seed=1, **options))
+        assert isinstance(sampler, getattr(optuna.samplers, entry.optuna))
+    with pytest.raises(ConfigError, match=r"sampler.population_size: applies only to nsga2, not tpe"):
+        load_study(write(tmp_path / "s.yaml", BASE + "sampler: {kind: tpe, population_size: 4}\n"))
