@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from arch.configtree import ConfigError
+from sweeps import backends
 from sweeps.spec import Study, load_study
 
 EXIT_CONFIG = 2  # the study file (or the cluster) cannot run it; nothing was created
@@ -39,7 +40,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
     p.add_argument("--dry-run", action="store_true", help="validate, print the trial plan, start nothing")
     p.add_argument("--print-config", action="store_true", help="print the resolved study and exit")
-    p.add_argument("--backend", choices=("ray", "local"), help="same as --set backend=...")
+    p.add_argument("--backend", choices=tuple(backends.BACKENDS), help="same as --set backend=...")
     p.add_argument("--ray-address", help="join this Ray cluster (same as --set ray.address=...)")
     p.add_argument("--max-concurrent", type=int, help="same as --set max_concurrent=...")
     return p.parse_args(argv)
@@ -57,15 +58,7 @@ def overrides_of(args) -> list[str]:
 
 
 def concurrency(study: Study, cpus: float | None = None, gpus: float | None = None) -> int:
-    if study.backend == "local":
-        return 1
-    if study.max_concurrent:
-        return study.max_concurrent
-    cpus = cpus or study.ray.num_cpus or os.cpu_count() or 1
-    n = int(cpus // study.resources.total_cpus)
-    if study.resources.gpus:
-        n = min(n, int((gpus or 0) // study.resources.total_gpus))
-    return max(1, n)
+    return backends.get(study.backend).concurrency(study, cpus, gpus)
 
 
 def _resources_text(resources) -> str:
@@ -76,7 +69,6 @@ def _resources_text(resources) -> str:
 
 
 def plan_text(study: Study) -> str:
-    base = study.base
     space = study.search_space
     lines = [
         f"study        {study.name}: {study.description}".rstrip(": "),
@@ -92,19 +84,19 @@ def plan_text(study: Study) -> str:
         f" {study.n_runs()} to {study.n_runs_max()} trial(s)",
         f"objectives   {', '.join(f'{o.metric} ({o.direction})' for o in study.objectives)}",
         *_verdicts_lines(study),
-        f"budget       {base.train.tokens} tokens per trial"
-        f" = {base.max_steps} steps of {base.tokens_per_step}",
-        f"scheduler    {study.scheduler.kind}",
-        f"backend      {study.backend}"
-        + (f" (Ray at {study.ray.address or 'a local Ray started here'})" if study.backend == "ray" else ""),
+        _budget_text(study),
+        _scheduler_text(study),
+        f"backend      {backends.get(study.backend).describe(study)}",
         f"resources    {_resources_text(study.resources)}; {concurrency(study)} at a time",
         f"mlflow       {study.mlflow_uri()} experiment {study.experiment_name!r}",
         f"optuna       {study.storage_url()} study {study.name!r}",
         f"results      {study.results_dir()}",
     ]
+    varies = len(set(study.budgets)) > 1
     if study.sampler.kind == "grid":
         for i, point in enumerate(study.planned_points()):
-            lines.append(f"  point {i:3d}  " + ", ".join(f"{k}={v}" for k, v in point.items()))
+            budget = f"  ({study.trial_config(point).train.tokens} tokens)" if varies else ""
+            lines.append(f"  point {i:3d}  " + ", ".join(f"{k}={v}" for k, v in point.items()) + budget)
     return "\n".join(lines)
 
 
@@ -117,6 +109,28 @@ def _verdicts_lines(study: Study) -> list[str]:
     family = max(study.n_points() - 1, 0) * len(tested)
     first, *looks = looks_text(study.verdict_rule, family)
     return [f"verdicts     {first}", *(f"           {line}" for line in looks)]
+
+
+def _budget_text(study: Study) -> str:
+    """Each run trains for its own point's `train.tokens`: one number, or the range and where."""
+    budgets = study.budgets
+    if len(set(budgets)) == 1:
+        base = study.base
+        return (
+            f"budget       {budgets[0]} tokens per trial = {base.max_steps} steps of {base.tokens_per_step}"
+        )
+    where = "each point's below" if study.sampler.kind == "grid" else "over the corners of the space"
+    return f"budget       {min(budgets)}..{max(budgets)} tokens per trial ({where})"
+
+
+def _scheduler_text(study: Study) -> str:
+    if study.scheduler.kind != "asha":
+        return f"scheduler    {study.scheduler.kind}"
+    grace, horizon = study.asha_rungs()
+    return (
+        f"scheduler    asha on {study.scheduler.metric} ({study.scheduler.mode}): grace {grace} tokens, "
+        f"horizon {horizon - 1} tokens (the largest budget: one horizon for every run)"
+    )
 
 
 class LaunchLock:
@@ -150,8 +164,6 @@ class LaunchLock:
 def launch(study: Study, fit: Callable | None = None, stream=None, probe=None) -> int:
     """Runs (or resumes) the study; returns the process exit status. `fit` and `probe` replace
     trainers.fit and the cost probe (tests)."""
-    from sweeps import backends
-
     stream = stream or sys.stdout
     launch_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{time.time_ns() % 1000:03d}"
     backend = backends.get(study.backend)

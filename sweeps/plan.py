@@ -29,7 +29,7 @@ import warnings
 import optuna
 from optuna.trial import TrialState
 
-from sweeps import adaptive
+from sweeps import adaptive, samplers
 from sweeps import storage as storages
 from sweeps.space import point_id
 from sweeps.spec import Study
@@ -39,18 +39,7 @@ WAIT = "wait"  # Plan.claim: nothing to claim now, but other launchers' runs may
 
 
 def sampler(study: Study):
-    cfg = study.sampler
-    s = optuna.samplers
-    if cfg.kind in ("grid", "random"):  # grid: every point is enqueued; the sampler never samples
-        return s.RandomSampler(seed=cfg.seed)
-    if cfg.kind == "tpe":
-        extra = {} if cfg.n_startup_trials is None else {"n_startup_trials": cfg.n_startup_trials}
-        return s.TPESampler(seed=cfg.seed, **extra)
-    if cfg.kind == "nsga2":
-        extra = {} if cfg.population_size is None else {"population_size": cfg.population_size}
-        return s.NSGAIISampler(seed=cfg.seed, **extra)
-    extra = {} if cfg.n_startup_trials is None else {"n_startup_trials": cfg.n_startup_trials}
-    return s.GPSampler(seed=cfg.seed, **extra)
+    return samplers.build(study.sampler)
 
 
 def directions(study: Study) -> list[str]:

@@ -47,7 +47,7 @@ class Driver:
             resolved=resolved,
             data_root=self.plan.study.output.data_root,
             keep_checkpoint=self.plan.study.output.checkpoints,
-            timeout_s=self.plan.study.trial_timeout(expected.get(TOKENS_PER_S)),
+            timeout_s=self.plan.study.trial_timeout(config, expected.get(TOKENS_PER_S)),
             worker_cpus=self.plan.study.resources.cpus,
             worker_gpus=self.plan.study.resources.gpus,
         )

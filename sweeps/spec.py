@@ -46,18 +46,12 @@ from arch.configtree import (
     parse_override,
     set_path,
 )
+from sweeps import backends
+from sweeps.paths import KeyPaths
+from sweeps.samplers import SAMPLERS, taking
 from sweeps.space import Param, SearchSpace, point_id
 from trainers import metrics as metrics_table
 from trainers.records import DEFAULT_TRACKING_URI
-
-SAMPLERS = ("grid", "random", "tpe", "nsga2", "gp")
-
-
-def _check_metric(metric: str, path: str) -> list[Issue]:
-    allowed = metrics_table.objective_names()
-    if metric not in allowed:
-        return [Issue(join(path, "metric"), f"given {metric!r}; allowed: {choices(allowed)}")]
-    return []
 
 
 def _field(default, **bounds):
@@ -66,19 +60,19 @@ def _field(default, **bounds):
 
 @dataclasses.dataclass(frozen=True)
 class SamplerConfig:
-    kind: Literal["grid", "random", "tpe", "nsga2", "gp"] = "grid"
+    kind: str = "grid"  # a name of sweeps.samplers.SAMPLERS
     seed: int = 0
     n_startup_trials: int | None = None  # tpe, gp: random points before the model kicks in
     population_size: int | None = None  # nsga2
 
     def check(self, path: str) -> list[Issue]:
+        if self.kind not in SAMPLERS:
+            return [Issue(join(path, "kind"), f"given {self.kind!r}; allowed: {choices(SAMPLERS)}")]
         issues = []
-        if self.n_startup_trials is not None and self.kind not in ("tpe", "gp"):
-            issues.append(
-                Issue(join(path, "n_startup_trials"), f"applies only to tpe and gp, not {self.kind}")
-            )
-        if self.population_size is not None and self.kind != "nsga2":
-            issues.append(Issue(join(path, "population_size"), f"applies only to nsga2, not {self.kind}"))
+        for option in ("n_startup_trials", "population_size"):
+            if getattr(self, option) is not None and option not in SAMPLERS[self.kind].options:
+                kinds = " and ".join(taking(option))
+                issues.append(Issue(join(path, option), f"applies only to {kinds}, not {self.kind}"))
         return issues
 
 
@@ -96,10 +90,6 @@ class Objective:
             return dict(data)
         return {**data, "direction": record.direction}
 
-    def check(self, path: str) -> list[Issue]:
-        return _check_metric(self.metric, path)
-
-
 def _default_objectives() -> list[Objective]:
     return [Objective(name, metrics_table.get(name).direction) for name in metrics_table.DEFAULT_OBJECTIVES]
 
@@ -113,9 +103,6 @@ class SchedulerConfig:
     mode: Literal["min", "max"] = "min"
     grace_tokens: int | None = _field(None, ge=1)  # None: an eighth of the budget
     reduction_factor: float = _field(3.0, gt=1)
-
-    def check(self, path: str) -> list[Issue]:
-        return _check_metric(self.metric, path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,7 +197,7 @@ class Study:
     scheduler: SchedulerConfig = SchedulerConfig()
     resources: ResourcesConfig = ResourcesConfig()
     probe: ProbeConfig = ProbeConfig()
-    backend: Literal["ray", "local"] = "ray"
+    backend: str = "ray"  # a name of sweeps.backends.BACKENDS
     ray: RayConfig = RayConfig()
     output: OutputConfig = OutputConfig()
 
@@ -241,21 +228,7 @@ class Study:
             issues.append(Issue("objectives", "given []; allowed: at least one objective"))
         if len(set(metrics)) != len(metrics):
             issues.append(Issue("objectives", f"given {metrics}; each metric at most once"))
-        if self.scheduler.kind == "asha" and self.backend == "local":
-            issues.append(
-                Issue(
-                    "scheduler.kind",
-                    "given 'asha' with backend 'local'; allowed: none (ASHA needs backend ray)",
-                )
-            )
-        if self.backend == "local" and (self.max_concurrent or 1) > 1:
-            issues.append(
-                Issue("max_concurrent", f"given {self.max_concurrent}; backend local runs 1 at a time")
-            )
-        if self.backend == "local" and self.resources.gpus not in (0, 1):
-            issues.append(
-                Issue("resources.gpus", f"given {self.resources.gpus}; backend local allows 0 or 1")
-            )
+        issues.extend(_check_backend(self))
         if self.ray.address is not None and (self.ray.num_cpus is not None or self.ray.num_gpus is not None):
             issues.append(Issue("ray.num_cpus", "applies only to a local Ray (ray.address: null)"))
         if self.repeats_max is not None:
@@ -305,6 +278,15 @@ class Study:
     def grid(self) -> list[dict]:
         """Every point of the grid sampler, in YAML order ([] for the other samplers)."""
         return self.search_space.grid() if self.sampler.kind == "grid" else []
+
+    @functools.cached_property
+    def paths(self) -> KeyPaths:
+        """Every path this study can name (sweeps.paths): its parameters, the paths of its base
+        trial and of every point it can run (the grid, or the corners of a sampled space), and
+        the objective metrics. Valid once the points parse (after loading)."""
+        points = self.grid if self.sampler.kind == "grid" else self.search_space.corners()
+        trees = [self.base.to_dict(), *(self.trial_config(p).to_dict() for p in points)]
+        return KeyPaths(self.space, trees, metrics_table.objective_names())
 
     def planned_points(self) -> list[dict]:
         """The grid points this study runs (the first `n_trials` of the grid)."""
@@ -385,13 +367,29 @@ class Study:
         space = {f"space.{name}": json.dumps(dump(p), sort_keys=True) for name, p in self.space.items()}
         return {**_flatten(parts), **space}
 
-    def trial_timeout(self, tokens_per_s: float | None) -> float | None:
-        """The wall-clock limit of a trial (the study's, else derived from the probe's speed)."""
+    def trial_timeout(self, config, tokens_per_s: float | None) -> float | None:
+        """The wall-clock limit of one run (the study's, else derived from the probe's speed for
+        that run's architecture and its own budget `config.train.tokens`)."""
         if self.trial_timeout_s is not None:
             return self.trial_timeout_s
         if not tokens_per_s:
             return None
-        return 10 * self.base.train.tokens / tokens_per_s + 600
+        return 10 * config.train.tokens / tokens_per_s + 600
+
+    @functools.cached_property
+    def budgets(self) -> list[int]:
+        """The token budget of every point the study can run: the planned grid points, or every
+        corner of a sampled space (its choices and the bounds of its ranges), in that order."""
+        points = self.planned_points() if self.sampler.kind == "grid" else self.search_space.corners()
+        return [self.trial_config(p).train.tokens for p in points] or [self.base.train.tokens]
+
+    def asha_rungs(self) -> tuple[int, int]:
+        """ASHA's (grace period, horizon) in tokens. ASHA has one horizon for all trials: the
+        largest budget, so that no run is stopped before its own budget (a run with a smaller one
+        simply ends there); + 1 so that the last validation (at the budget) is not a stop. The
+        grace period defaults to an eighth of the smallest budget (load checks a given one is below it)."""
+        grace = self.scheduler.grace_tokens or max(1, min(self.budgets) // 8)
+        return grace, max(self.budgets) + 1
 
 
 # --- loading ------------------------------------------------------------------------------------
@@ -512,7 +510,7 @@ def study_from_dict(tree: Mapping, source: str | None = None) -> Study:
 
 def validate_points(study: Study) -> list[Issue]:
     """The base trial config and every point of the space (grid) or every choice and bound."""
-    issues: list[Issue] = []
+    issues: list[Issue] = _check_names(study)
     space = study.search_space
     issues.extend(space.check_structure("space"))
     if issues:
@@ -541,13 +539,15 @@ def validate_points(study: Study) -> list[Issue]:
         if problem := metrics_table.data_issue(objective.metric, base.data.kind):
             issues.append(Issue(f"objectives[{i}].metric", problem))
     if study.scheduler.kind == "asha":
-        grace = study.scheduler.grace_tokens
-        if grace is not None and grace >= base.train.tokens:
+        grace, smallest = study.scheduler.grace_tokens, min(study.budgets)
+        if grace is not None and grace >= smallest:
+            where = (
+                "trial.train.tokens"
+                if len(set(study.budgets)) == 1
+                else "the smallest train.tokens of the points"
+            )
             issues.append(
-                Issue(
-                    "scheduler.grace_tokens",
-                    f"given {grace}; allowed: below trial.train.tokens {base.train.tokens}",
-                )
+                Issue("scheduler.grace_tokens", f"given {grace}; allowed: below {where} {smallest}")
             )
     if study.reference is not None and study.sampler.kind == "grid" and study.reference not in study.grid:
         issues.append(
@@ -556,7 +556,53 @@ def validate_points(study: Study) -> list[Issue]:
                 f"given {study.reference!r}; allowed: a point of the grid, e.g. {study.grid[0]!r}",
             )
         )
+    if not issues:
+        issues.extend(_check_paths(study))
     issues.extend(_check_resources(study))
+    return issues
+
+
+def _check_backend(study: Study) -> list[Issue]:
+    """The backend is one of the registry's, can run the scheduler, and accepts the rest."""
+    if study.backend not in backends.BACKENDS:
+        return [Issue("backend", f"given {study.backend!r}; allowed: {choices(backends.BACKENDS)}")]
+    backend = backends.get(study.backend)
+    kind = study.scheduler.kind
+    if kind not in backend.schedulers:
+        needs = " or ".join(backends.supporting(kind))
+        return [
+            Issue(
+                "scheduler.kind",
+                f"given {kind!r} with backend {study.backend!r}; allowed: {choices(backend.schedulers)}"
+                f" ({kind} needs backend {needs})",
+            )
+        ]
+    return backend.check(study)
+
+
+def _check_names(study: Study) -> list[Issue]:
+    """The paths that need no trial config: metrics (objectives, scheduler) and reference keys."""
+    names = KeyPaths(study.space, (), metrics_table.objective_names())
+    issues = [
+        issue
+        for i, objective in enumerate(study.objectives)
+        for issue in names.check(objective.metric, f"objectives[{i}].metric", kinds=("metric",))
+    ]
+    issues += names.check(study.scheduler.metric, "scheduler.metric", kinds=("metric",))
+    for key in study.reference or {}:
+        issues += names.check(key, f"reference.{key}", kinds=("param",))
+    return issues
+
+
+def _check_paths(study: Study) -> list[Issue]:
+    """The paths of `space:` and of every `when:`, against the trial configs of the points (once
+    they parse): a parameter that sets nothing, or a condition on a path no trial has."""
+    paths = study.paths
+    issues = []
+    for name, param in study.space.items():
+        issues += paths.check(name, f"space.{name}", kinds=("trial",))
+        for key in param.when:
+            issues += paths.check(key, f"space.{name}.when.{key}", kinds=("param", "trial"))
     return issues
 
 
@@ -581,7 +627,7 @@ def _resolved_tree(tree: Mapping) -> dict | None:
 
 def _check_resources(study: Study) -> list[Issue]:
     """Resources a local run can check at load time (a cluster is checked once joined)."""
-    if study.ray.address is not None and study.backend == "ray":
+    if study.backend not in backends.BACKENDS or not backends.get(study.backend).checks_machine(study):
         return []
     cpus = study.ray.num_cpus or os.cpu_count() or 1
     gpus = study.ray.num_gpus if study.ray.num_gpus is not None else local_gpu_count()

@@ -41,15 +41,12 @@ class DataConfig:
         raise NotImplementedError
 
 
-CORPORA = ("shakespeare", "milton", "kjv", "python_stdlib", "folder")
-
-
 @dataclasses.dataclass(frozen=True)
 class TextDataConfig(DataConfig):
     """A real text corpus (shipped by a package registry) or a folder of the user's text files."""
 
     kind: Literal["text"] = "text"
-    corpus: Literal["shakespeare", "milton", "kjv", "python_stdlib", "folder"] = "shakespeare"
+    corpus: str = "shakespeare"  # a name of trainers.data.corpora.CORPORA
     path: str | None = None  # corpus: folder -> a folder of *.txt files
     tokenizer: Literal["byte", "bpe"] = "byte"
     bpe_vocab_size: int = _at_least(4096, 260)
@@ -57,6 +54,10 @@ class TextDataConfig(DataConfig):
     max_bytes: int | None = None  # cap the corpus size (None: all of it)
 
     def check(self, path: str) -> list[Issue]:
+        from trainers.data.corpora import CORPORA  # lazy: the data package imports this file
+
+        if self.corpus not in CORPORA:
+            return [Issue(join(path, "corpus"), f"given {self.corpus!r}; allowed: {', '.join(CORPORA)}")]
         if (self.corpus == "folder") != (self.path is not None):
             return [Issue(join(path, "path"), "a folder path is required with corpus: folder, and only then")]
         return []
@@ -118,7 +119,10 @@ class MQARDataConfig(DataConfig):
         return self.vocab
 
 
-NO_DECAY_GROUPS = ("design", "norms", "biases", "embeddings")
+def _no_decay_groups() -> list[str]:
+    from trainers.optim import GROUPS  # lazy: trainers.optim imports this file
+
+    return list(GROUPS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,9 +133,8 @@ class TrainConfig:
     lr: float = dataclasses.field(default=3e-3, metadata={"gt": 0})
     min_lr_ratio: float = dataclasses.field(default=0.1, metadata={"ge": 0, "le": 1})
     weight_decay: float = dataclasses.field(default=0.1, metadata={"ge": 0})
-    no_decay: list[Literal["design", "norms", "biases", "embeddings"]] = dataclasses.field(
-        default_factory=lambda: list(NO_DECAY_GROUPS)
-    )
+    # names of trainers.optim.GROUPS (default: all of them)
+    no_decay: list[str] = dataclasses.field(default_factory=_no_decay_groups)
     beta1: float = dataclasses.field(default=0.9, metadata={"ge": 0, "lt": 1})
     beta2: float = dataclasses.field(default=0.95, metadata={"ge": 0, "lt": 1})
     schedule: Literal["cosine", "wsd", "constant"] = "cosine"
@@ -149,6 +152,12 @@ class TrainConfig:
     workers: int = _at_least(1)
 
     def check(self, path: str) -> list[Issue]:
+        groups = _no_decay_groups()
+        for i, group in enumerate(self.no_decay):
+            if group not in groups:
+                return [
+                    Issue(join(join(path, "no_decay"), i), f"given {group!r}; allowed: {', '.join(groups)}")
+                ]
         if self.batch_size % self.workers:
             return [
                 Issue(

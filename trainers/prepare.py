@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from trainers.config import CORPORA, TextDataConfig
+from trainers.config import TextDataConfig
 from trainers.data.cache import cache_root, save_json
-from trainers.data.corpora import CorpusUnavailable
+from trainers.data.corpora import CORPORA, CorpusUnavailable
 from trainers.data.text import tokenized_corpus
 
 

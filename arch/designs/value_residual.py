@@ -66,9 +66,7 @@ class ValueResidualConfig(ResidualConfig):
     tap_layer: int = dataclasses.field(default=1, metadata={"ge": 1})
     consumers: Literal["all"] | int = "all"  # all later layers, or the last k
     # gated only
-    activation: Literal[
-        "relu", "sigmoid", "sigmoid2", "softplus", "tanh", "identity", "softmax", "softmax_sigmoid"
-    ] = "relu"
+    activation: str = "relu"  # a name of ACTIVATIONS
     gate_init: Literal["normal", "zero"] = "normal"
     gate_init_std: float = dataclasses.field(default=0.02, metadata={"gt": 0})
     # static only
@@ -81,6 +79,10 @@ class ValueResidualConfig(ResidualConfig):
             object.__setattr__(self, "granularity", DEFAULT_GRANULARITY[self.mode])
 
     def check(self, path: str) -> list[Issue]:
+        if self.activation not in ACTIVATIONS:
+            return [
+                Issue(join(path, "activation"), f"given {self.activation!r}; allowed: {choices(ACTIVATIONS)}")
+            ]
         issues = []
         if self.granularity not in GRANULARITIES[self.mode]:
             pairs = "; ".join(f"{m}: {choices(g)}" for m, g in GRANULARITIES.items())

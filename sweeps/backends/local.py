@@ -5,6 +5,8 @@ from __future__ import annotations
 import signal
 import threading
 
+from arch.configtree import Issue
+from sweeps.backends.base import Backend
 from sweeps.trial import execute
 
 
@@ -81,3 +83,32 @@ def run(plan, driver, concurrency: int = 1, fit=None) -> None:
         stop.restore()
     if stop.set:
         raise KeyboardInterrupt
+
+
+class LocalBackend(Backend):
+    """Every run in the launcher's process, one at a time: no scheduler, at most one GPU."""
+
+    name = "local"
+
+    def check(self, study) -> list[Issue]:
+        issues = []
+        if (study.max_concurrent or 1) > 1:
+            issues.append(
+                Issue("max_concurrent", f"given {study.max_concurrent}; backend local runs 1 at a time")
+            )
+        if study.resources.gpus not in (0, 1):
+            issues.append(
+                Issue("resources.gpus", f"given {study.resources.gpus}; backend local allows 0 or 1")
+            )
+        return issues
+
+    def concurrency(self, study, cpus=None, gpus=None) -> int:
+        return 1
+
+    connect = staticmethod(connect)
+    run = staticmethod(run)
+    run_task = staticmethod(run_task)
+    disconnect = staticmethod(disconnect)
+
+
+BACKEND = LocalBackend()

@@ -34,8 +34,8 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from arch.configtree import ConfigError
+from sweeps.backends.base import Backend
 from sweeps.backends.ray_train import PLACEMENT_GROUP, free_placement_group
-from sweeps.storage import Heartbeats
 from sweeps.trial import Outcome, TrialTask, execute
 
 FINAL_KEYS = ("sweep_status", "sweep_error", "sweep_wall_s", "sweep_metrics")
@@ -344,6 +344,8 @@ def run(plan, driver, concurrency: int, fit=None) -> None:
     from ray.tune.schedulers import ASHAScheduler
     from ray.tune.search import ConcurrencyLimiter
 
+    from sweeps.storage import Heartbeats
+
     study = plan.study
     limit = plan.max_remaining()  # adaptive seeds: an upper bound; the searcher says when it is done
     if not limit:
@@ -358,13 +360,13 @@ def run(plan, driver, concurrency: int, fit=None) -> None:
     searcher = _searcher_class()(plan, driver, limit, metric, mode)
     scheduler = None
     if study.scheduler.kind == "asha":
-        budget = study.base.train.tokens
+        grace, horizon = study.asha_rungs()  # one horizon for all: the largest budget of the points
         scheduler = ASHAScheduler(
             time_attr="tokens",
             metric=metric,
             mode=mode,
-            max_t=budget + 1,  # + 1: the last validation (at the budget) must not be a stop
-            grace_period=study.scheduler.grace_tokens or max(1, budget // 8),
+            max_t=horizon,
+            grace_period=grace,
             reduction_factor=study.scheduler.reduction_factor,
         )
     resources = {"cpu": study.resources.cpus, "gpu": study.resources.gpus}
@@ -403,3 +405,24 @@ def run(plan, driver, concurrency: int, fit=None) -> None:
         left = searcher.abandon("Ray Tune stopped before this trial finished")
     if left:
         raise KeyboardInterrupt
+
+
+class RayBackend(Backend):
+    """Ray Tune trials on a local Ray started here or on a cluster (`ray.address`)."""
+
+    name = "ray"
+    schedulers = ("none", "asha")
+
+    def checks_machine(self, study) -> bool:
+        return study.ray.address is None  # a cluster is checked once joined (connect)
+
+    def describe(self, study) -> str:
+        return f"ray (Ray at {study.ray.address or 'a local Ray started here'})"
+
+    connect = staticmethod(connect)
+    run = staticmethod(run)
+    run_task = staticmethod(run_task)
+    disconnect = staticmethod(disconnect)
+
+
+BACKEND = RayBackend()

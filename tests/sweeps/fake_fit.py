@@ -16,6 +16,17 @@ from trainers import TrainingDiverged
 
 
 def fit(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_path=None):
+    """val_loss falls with the fraction of the budget: 1.5, 1.0, 0.5, 0 above its final value."""
+    return _fit(config, lambda step, steps, tokens: (steps - step) * 0.5, loggers, callbacks)
+
+
+def fit_by_tokens(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_path=None):
+    """val_loss falls with the tokens seen, whatever the budget (4096 / tokens above its final
+    value), as real training roughly does: ASHA compares runs of different budgets fairly."""
+    return _fit(config, lambda step, steps, tokens: 4096.0 / tokens, loggers, callbacks)
+
+
+def _fit(config, above_final, loggers, callbacks):
     if config.train.lr >= 1.0:
         raise TrainingDiverged(3, float("nan"))
     while config.train.min_lr_ratio == 0.5:
@@ -34,7 +45,11 @@ def fit(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_path=Non
     for step in range(1, steps + 1):
         time.sleep(pause)
         tokens = config.train.tokens * step / steps
-        metrics = {**final, "val_loss": final["val_loss"] + (steps - step) * 0.5, "tokens": tokens}
+        metrics = {
+            **final,
+            "val_loss": final["val_loss"] + above_final(step, steps, tokens),
+            "tokens": tokens,
+        }
         for logger in loggers:
             logger.log_metrics(metrics, step=step)
         trainer = SimpleNamespace(sanity_checking=False, callback_metrics=metrics)

@@ -132,3 +132,45 @@ def test_duplicate_key_in_an_extended_file_names_that_file_and_exits_2(tmp_path,
     assert launch.main([str(child)]) == 2
     assert "written twice" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["base.yaml", "child.yaml"]
+
+
+def test_study_paths_resolve_parameters_trial_paths_and_metrics_for_later_sections(tmp_path):
+    """`study.paths` is the one resolver: later sections (margins, ladders) call it the same way."""
+    study = load_study(write(tmp_path / "s.yaml", BASE))
+    paths = study.paths
+    assert paths.check("model.residual.kind", "x") == []  # a parameter
+    assert paths.check("model.residual.tap_layer", "x") == []  # only in the value_residual point
+    assert paths.check("train.tokens", "x", kinds=("trial",)) == []  # a default of the trial config
+    assert paths.check("val_loss", "x", kinds=("metric",)) == []
+    (issue,) = paths.check("train.tokns", "margins.x.key")
+    assert (
+        issue.path == "margins.x.key"
+        and "given 'train.tokns'; allowed: parameters model.residual.kind" in str(issue)
+    )
+    assert "trial paths train.{" in issue.problem and "tokens" in issue.problem
+    assert paths.check("model.residual.kind", "x", kinds=("metric",))  # a path is not a metric
+
+
+def test_backends_are_one_registry_and_a_bad_name_lists_it(tmp_path):
+    from sweeps import backends
+    from sweeps.backends.base import Backend
+
+    for name in backends.BACKENDS:
+        assert isinstance(backends.get(name), Backend) and backends.get(name).name == name
+    assert backends.supporting("asha") == ["ray"]
+    with pytest.raises(ConfigError, match=r"backend: given 'slurm'; allowed: ray, local"):
+        load_study(write(tmp_path / "s.yaml", BASE + "backend: slurm\n"))
+
+
+def test_samplers_are_one_registry_that_validation_and_optuna_read(tmp_path):
+    import optuna
+
+    from sweeps.samplers import SAMPLERS, build
+    from sweeps.spec import SamplerConfig
+
+    for kind, entry in SAMPLERS.items():
+        options = {option: 3 for option in entry.options}
+        sampler = build(SamplerConfig(kind=kind, seed=1, **options))
+        assert isinstance(sampler, getattr(optuna.samplers, entry.optuna))
+    with pytest.raises(ConfigError, match=r"sampler.population_size: applies only to nsga2, not tpe"):
+        load_study(write(tmp_path / "s.yaml", BASE + "sampler: {kind: tpe, population_size: 4}\n"))

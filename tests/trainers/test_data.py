@@ -169,3 +169,13 @@ def test_data_kinds_come_from_one_registry_that_refuses_duplicates():
     assert isinstance(build_datamodule(cfg), MQARDataModule)
     with pytest.raises(ValueError, match="already registered"):
         register_data(MQARDataConfig)(MQARDataModule)
+
+
+def test_a_corpus_name_is_checked_against_the_loaders_registry():
+    from arch.configtree import ConfigError
+    from trainers.config import TrialConfig
+
+    with pytest.raises(
+        ConfigError, match=r"data.corpus: given 'wiki'; allowed: " + ", ".join(corpora.CORPORA)
+    ):
+        TrialConfig.from_dict({"data": {"kind": "text", "corpus": "wiki"}})

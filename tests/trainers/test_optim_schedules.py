@@ -122,3 +122,15 @@ def test_constant_shape():
 def test_no_warmup():
     f = lr_multiplier(TrainConfig(warmup_frac=0.0, schedule="constant"), 10)
     assert f(0) == 1.0
+
+
+def test_no_decay_groups_are_the_optimizers_registry():
+    from arch.configtree import ConfigError
+    from trainers.config import TrialConfig
+    from trainers.optim import GROUPS
+
+    assert TrainConfig().no_decay == list(GROUPS)
+    with pytest.raises(
+        ConfigError, match=r"train.no_decay\[1\]: given 'weights'; allowed: " + ", ".join(GROUPS)
+    ):
+        TrialConfig.from_dict({"train": {"no_decay": ["norms", "weights"]}})
