@@ -3,7 +3,7 @@
 A replicate draws rungs with replacement (the same draw for every design), then, in every drawn
 copy of a rung, its seeds with replacement (the same seeds for every design), so a design and the
 reference keep sharing their seeds and the difference between them keeps its pairing. The draw
-becomes a count per row and every design is refitted under those counts (`fit.refit_many`, all
+becomes a count per row and every design is refitted under those counts (`fitting.refit_many`, all
 replicates at once, from the full fit). A replicate whose drawn rungs cannot identify the law (a
 ladder of few rungs draws one size only now and then) is drawn again; how many were is reported.
 With no seed column the rows themselves are resampled, within each design (and rungs are not).
@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from sweeps.scaling.fit import LadderFit, _design_problem, _to_theta, identify_rungs, refit_many
+from sweeps.scaling.fitting import LadderFit, _design_problem, _to_theta, identify_rungs, refit_many
 from sweeps.scaling.law import natural, predict
 from sweeps.scaling.table import Ladder, LadderError
 
@@ -46,8 +46,14 @@ def percentile(values, level: float = LEVEL) -> list[float]:
     return [float(lo), float(hi)]
 
 
-def draw_counts(ladder: Ladder, rng: np.random.Generator, resample_rungs: bool = True) -> np.ndarray:
-    """One replicate's count per row."""
+RUNGS, WITHIN_SIZE, SEEDS = "rungs", "within-size", "seeds"
+RESAMPLING = (WITHIN_SIZE, RUNGS, SEEDS)
+
+
+def draw_counts(ladder: Ladder, rng: np.random.Generator, rungs: str = WITHIN_SIZE) -> np.ndarray:
+    """One replicate's count per row: rungs drawn with replacement among all rungs (`rungs`),
+    among the rungs of the same size (`within-size`: every size keeps its number of rungs), or
+    kept (`seeds`); then seeds within every drawn copy of a rung."""
     n = len(ladder.loss)
     if ladder.seed is None:
         counts = np.zeros(n)
@@ -57,9 +63,14 @@ def draw_counts(ladder: Ladder, rng: np.random.Generator, resample_rungs: bool =
         return counts
     rung = ladder.rung_of_row()
     n_rungs = rung.max() + 1
-    copies = (
-        rng.multinomial(n_rungs, np.full(n_rungs, 1 / n_rungs)) if resample_rungs else np.ones(n_rungs, int)
-    )
+    copies = np.ones(n_rungs, int)
+    if rungs == RUNGS:
+        copies = rng.multinomial(n_rungs, np.full(n_rungs, 1 / n_rungs))
+    elif rungs == WITHIN_SIZE:
+        sizes = np.array([n for n, _ in ladder.rung_keys()])
+        for size in np.unique(sizes):
+            group = np.flatnonzero(sizes == size)
+            copies[group] = rng.multinomial(len(group), np.full(len(group), 1 / len(group)))
     counts = np.zeros(n)
     for r in range(n_rungs):
         rows = np.flatnonzero(rung == r)
@@ -82,12 +93,14 @@ def _identifiable(ladder: Ladder, counts: np.ndarray, law: str) -> bool:
 
 
 def bootstrap(
-    ladder: Ladder, result: LadderFit, replicates: int = 200, seed: int = 0, resample_rungs: bool = True
+    ladder: Ladder, result: LadderFit, replicates: int = 200, seed: int = 0, rungs: str = WITHIN_SIZE
 ) -> Bootstrap:
+    if rungs not in RESAMPLING:
+        raise LadderError(f"rungs: {rungs!r} is not one of {', '.join(RESAMPLING)}")
     rng = np.random.default_rng(seed)
     draws, redrawn = [], 0
     while len(draws) < replicates:
-        counts = draw_counts(ladder, rng, resample_rungs)
+        counts = draw_counts(ladder, rng, rungs)
         if _identifiable(ladder, counts, result.law):
             draws.append(counts)
         else:
@@ -96,7 +109,7 @@ def bootstrap(
                 raise LadderError(
                     f"{ladder.source}: the bootstrap drew {redrawn} replicates whose rungs could not "
                     "identify the law; the ladder has too few rungs to resample them "
-                    "(resample_rungs=False keeps every rung)"
+                    "(rungs='seeds' keeps every rung)"
                 )
     counts = np.array(draws)
     designs = ladder.designs
@@ -113,7 +126,8 @@ def bootstrap(
             problem, _ = _design_problem(ladder.only(d), result.law, False)
             thetas, _ = refit_many(problem, _to_theta(problem, {d: full[d]}), counts[:, rows])
             samples[d] = [problem.values(t) for t in thetas]
-    unit = "rows" if ladder.seed is None else "rungs and seeds" if resample_rungs else "seeds"
+    names = {RUNGS: "rungs and seeds", WITHIN_SIZE: "rungs within their size, and seeds", SEEDS: "seeds"}
+    unit = "rows" if ladder.seed is None else names[rungs]
     return Bootstrap(result.law, designs, samples, redrawn, unit)
 
 

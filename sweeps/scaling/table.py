@@ -66,7 +66,10 @@ class Ladder:
         )
 
     def only(self, design: str) -> Ladder:
-        return self.take(np.flatnonzero(self.design == design))
+        part = self.take(np.flatnonzero(self.design == design))
+        if len(self.designs) > 1:
+            part.source = f"{self.source} (design {design!r})"
+        return part
 
 
 def _number(text: str, path, column: str, line: int) -> float:

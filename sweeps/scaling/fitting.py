@@ -206,12 +206,13 @@ def solve(
     return {d: problem.values(theta, d) for d in designs}, value
 
 
-def fit(ladder: Ladder, law: str = AUTO, shared: bool = False, top: int = 16) -> LadderFit:
-    """The robust fit of every design of `ladder` (refusing unidentifiable ladders)."""
+def fit(ladder: Ladder, law: str = AUTO, shared: bool = False, top: int = 16, warm=None) -> LadderFit:
+    """The robust fit of every design of `ladder` (refusing unidentifiable ladders); a shared fit
+    starts from `warm` (separate fits' values) when given."""
     for d in ladder.designs:
         identify(ladder.only(d), law)  # every design must identify on its own rows
     chosen, notes = identify(ladder, law)
-    values, objective = solve(ladder, chosen, shared, top=top)
+    values, objective = solve(ladder, chosen, shared, warm=warm, top=top)
     return LadderFit(chosen, shared, _design_fits(ladder, chosen, values), notes, objective)
 
 
@@ -241,27 +242,42 @@ def aic(ladder: Ladder, result: LadderFit) -> float:
 
 def compare_shared(ladder: Ladder, law: str = AUTO) -> dict:
     """Shared exponents against separate fits: AIC of each and the held-out rung error (leave one
-    rung out, refit from the full fit, predict the rung's rows; RMS in loss units)."""
-    separate, shared = fit(ladder, law, False), fit(ladder, law, True)
+    rung out, refit from the full fit, predict the rung's rows; RMS in loss units). The held-out
+    refits are one batch per problem: each held-out rung is a weighting that zeroes its rows."""
+    separate = fit(ladder, law, False)
+    shared = fit(ladder, law, True, warm={d: f.values for d, f in separate.designs.items()})
     rung = ladder.rung_of_row()
-    errors: dict[str, list[float]] = {"separate": [], "shared": []}
-    skipped = 0
+    kept = []
     for r in range(rung.max() + 1):
-        train, held = ladder.take(np.flatnonzero(rung != r)), ladder.take(np.flatnonzero(rung == r))
         try:
             for d in ladder.designs:
-                identify(train.only(d), separate.law)
+                identify(ladder.take(np.flatnonzero(rung != r)).only(d), separate.law)
+            kept.append(r)
         except LadderError:
-            skipped += 1
-            continue
-        for key, full in (("separate", separate), ("shared", shared)):
-            values, _ = solve(
-                train, separate.law, full.shared, warm={d: f.values for d, f in full.designs.items()}
+            pass
+    held = np.array([rung == r for r in kept], dtype=float)  # (R, n)
+    errors = {}
+    for key, full in (("separate", separate), ("shared", shared)):
+        warm = {d: f.values for d, f in full.designs.items()}
+        err = []
+        groups = [ladder.designs] if full.shared else [[d] for d in ladder.designs]
+        for group in groups:
+            rows = np.isin(ladder.design, group)
+            part = ladder.take(np.flatnonzero(rows))
+            problem, _ = _design_problem(part, separate.law, full.shared)
+            thetas, _ = refit_many(
+                problem, _to_theta(problem, {d: warm[d] for d in group}), 1 - held[:, rows]
             )
-            for d, v in values.items():
-                part = held.only(d)
-                errors[key] += (part.loss - predict(separate.law, v, part.params, part.tokens)).tolist()
-    out = {"law": separate.law, "rungs_held_out": int(rung.max() + 1 - skipped), "rungs_skipped": skipped}
+            for i, theta in enumerate(thetas):
+                test = held[i, rows] > 0
+                for d in group:
+                    sel = test & (part.design == d)
+                    values = problem.values(theta, d if len(group) > 1 else None)
+                    err += (
+                        part.loss[sel] - predict(separate.law, values, part.params[sel], part.tokens[sel])
+                    ).tolist()
+        errors[key] = err
+    out = {"law": separate.law, "rungs_held_out": len(kept), "rungs_skipped": int(rung.max() + 1 - len(kept))}
     for key, result in (("separate", separate), ("shared", shared)):
         out[key] = {
             "aic": aic(ladder, result),
