@@ -2,7 +2,7 @@
 scales with bootstrap intervals, and say where two designs cross.
 
 Modules: `table` (the rows, read from a CSV), `law` (the laws and the robust objective), `fit`
-(identifiability, the fits, shared exponents), `bootstrap` (paired percentile intervals),
+(identifiability, the fits, shared exponents), `intervals` (the paired bootstrap),
 `predict` (targets, verdicts, crossover, backtest), `outputs` (files and plots), `targets` (the
 paper's scales), `__main__` (the CLI). `analyse(ladder, out_dir, ...)` runs all of it.
 
@@ -25,8 +25,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sweeps.scaling.bootstrap import WITHIN_SIZE, Bootstrap, bootstrap
 from sweeps.scaling.fitting import AUTO, LadderFit, compare_shared, fit, identify
+from sweeps.scaling.intervals import WITHIN_SIZE, Bootstrap, bootstrap
 from sweeps.scaling.predict import MAX_FACTOR, Target, backtest, crossovers, predictions, summary_lines
 from sweeps.scaling.table import ALL, Ladder, LadderError, read_csv
 

@@ -109,29 +109,30 @@ def _bounds(problem: Problem) -> list[tuple[float, float]]:
 
 
 def minimise(problem: Problem, starts: np.ndarray, top: int = 16) -> tuple[np.ndarray, float]:
-    """Screens `starts` (S, P) in one vectorised call, runs L-BFGS-B from the `top` best; returns
-    the best optimum and its objective."""
+    """Screens `starts` (S, P) in one vectorised call, refines the `top` best together
+    (`refit_many`), then polishes the best of them with L-BFGS-B to convergence; returns the
+    optimum and its objective."""
     values, _ = problem.objective(starts)
     order = np.argsort(values)[:top]
-    bounds = _bounds(problem)
+    ones = np.ones((len(order), len(problem.log_loss)))
+    refined, refined_values = refit_many(problem, starts[order], ones)
+    best = refined[int(np.argmin(refined_values))]
 
     def fun(theta):
         v, g = problem.objective(theta[None, :])
         return float(v[0]), g[0]
 
-    best, best_value = None, math.inf
-    for i in order:
-        res = minimize(
-            fun,
-            starts[i],
-            jac=True,
-            method="L-BFGS-B",
-            bounds=bounds,
-            options={"maxiter": 2000, "ftol": 1e-13, "gtol": 1e-9},
-        )
-        if res.fun < best_value:
-            best, best_value = res.x, float(res.fun)
-    return best, best_value
+    res = minimize(
+        fun,
+        best,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=_bounds(problem),
+        options={"maxiter": 5000, "ftol": 1e-14, "gtol": 1e-10},
+    )
+    if res.fun <= float(np.min(refined_values)):
+        return res.x, float(res.fun)
+    return best, float(np.min(refined_values))
 
 
 @dataclasses.dataclass

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sweeps.scaling.bootstrap import Bootstrap, parameter_intervals, percentile
 from sweeps.scaling.fitting import LadderFit
+from sweeps.scaling.intervals import Bootstrap, parameter_intervals, percentile
 from sweeps.scaling.predict import Target, along, path_ratio
 from sweeps.scaling.table import Ladder
 

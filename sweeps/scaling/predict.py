@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from sweeps.scaling.bootstrap import WITHIN_SIZE, Bootstrap, bootstrap, percentile
 from sweeps.scaling.fitting import LadderFit, fit, identify
+from sweeps.scaling.intervals import WITHIN_SIZE, Bootstrap, bootstrap, percentile
 from sweeps.scaling.table import Ladder, LadderError
 
 MAX_FACTOR = 1000.0
