@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from sweeps.scaling.fitting import AUTO, LadderFit, compare_shared, fit, identify
-from sweeps.scaling.intervals import WITHIN_SIZE, Bootstrap, bootstrap
+from sweeps.scaling.intervals import SEEDS, Bootstrap, bootstrap
 from sweeps.scaling.predict import MAX_FACTOR, Target, backtest, crossovers, predictions, summary_lines
 from sweeps.scaling.table import ALL, Ladder, LadderError, read_csv
 
@@ -55,7 +55,7 @@ def analyse(
     compare: bool = False,
     replicates: int = 200,
     seed: int = 0,
-    rungs: str = WITHIN_SIZE,
+    rungs: str = SEEDS,
     max_factor: float = MAX_FACTOR,
     plots: bool = True,
     json_path: Path | None = None,

@@ -35,9 +35,9 @@ def main(argv=None) -> int:
     f.add_argument("--max-factor", type=float, default=MAX_FACTOR, help="extrapolation limit of a verdict")
     f.add_argument(
         "--resample",
-        choices=["within-size", "rungs", "seeds"],
-        default="within-size",
-        help="rungs drawn among the same size (default), among all rungs, or kept; seeds within rungs",
+        choices=["seeds", "within-size", "rungs"],
+        default="seeds",
+        help="seeds within every rung (default); also rungs among those of their size, or among all rungs",
     )
     f.add_argument("--no-plots", action="store_true")
     args = p.parse_args(argv)

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from sweeps.scaling.fitting import LadderFit, fit, identify
-from sweeps.scaling.intervals import WITHIN_SIZE, Bootstrap, bootstrap, percentile
+from sweeps.scaling.intervals import SEEDS, Bootstrap, bootstrap, percentile
 from sweeps.scaling.table import Ladder, LadderError
 
 MAX_FACTOR = 1000.0
@@ -173,7 +173,7 @@ def backtest(
     reference: str | None = None,
     replicates: int = 200,
     seed: int = 0,
-    rungs: str = WITHIN_SIZE,
+    rungs: str = SEEDS,
 ) -> dict:
     """Refit without the largest rung (by compute), predict it: measured mean against the predicted
     interval, per design and for the paired difference to the reference."""
