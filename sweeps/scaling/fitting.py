@@ -301,25 +301,29 @@ def refit_many(problem: Problem, theta: np.ndarray, counts: np.ndarray, iteratio
     value, _ = problem.objective(theta, counts)
     damping = np.full(len(theta), 1e-3)
     eye = np.eye(theta.shape[1])[None]
+    active = np.arange(len(theta))  # replicates still moving; the batch shrinks as they settle
     for _ in range(iterations):
-        pred, parts = problem.log_pred(theta)
+        th, cn, lam = theta[active], counts[active], damping[active]
+        pred, parts = problem.log_pred(th)
         jac = parts[-1][..., None] * problem.const[None]  # (S, n, P): d log L / d theta
         for c, x, f, w in zip(problem.coef, problem.expo, problem.feats, parts[:-1], strict=True):
             jac = jac + w[..., None] * (c - f[:, None] * x)[None]
         r = pred - problem.log_loss
-        w = counts * np.minimum(1.0, DELTA / np.maximum(np.abs(r), 1e-300))
+        w = cn * np.minimum(1.0, DELTA / np.maximum(np.abs(r), 1e-300))
         jw = jac * w[..., None]
         hess = np.einsum("snp,snq->spq", jw, jac)
         grad = np.einsum("snp,sn->sp", jw, r)
         diag = np.einsum("spp->sp", hess)[:, :, None] + 1e-12
-        step = -np.linalg.solve(hess + damping[:, None, None] * eye * diag, grad[..., None])[..., 0]
-        trial = np.clip(theta + step, bounds[:, 0], bounds[:, 1])
-        trial_value, _ = problem.objective(trial, counts)
-        better = trial_value <= value
-        gain = (value - trial_value) / np.maximum(value, 1e-300)
-        theta[better], value[better] = trial[better], trial_value[better]
-        damping = np.clip(np.where(better, damping * 0.3, damping * 10), 1e-12, 1e12)
-        if np.all(np.where(better, gain < 1e-13, damping >= 1e8)):
+        step = -np.linalg.solve(hess + lam[:, None, None] * eye * diag, grad[..., None])[..., 0]
+        trial = np.clip(th + step, bounds[:, 0], bounds[:, 1])
+        trial_value, _ = problem.objective(trial, cn)
+        better = trial_value <= value[active]
+        gain = (value[active] - trial_value) / np.maximum(value[active], 1e-300)
+        theta[active[better]], value[active[better]] = trial[better], trial_value[better]
+        damping[active] = np.clip(np.where(better, lam * 0.3, lam * 10), 1e-12, 1e12)
+        settled = np.where(better, gain < 1e-13, damping[active] >= 1e8)
+        active = active[~settled]
+        if not len(active):
             break
     return theta, value
 
