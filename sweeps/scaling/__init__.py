@@ -27,7 +27,15 @@ from pathlib import Path
 
 from sweeps.scaling.fitting import AUTO, LadderFit, compare_shared, fit, identify
 from sweeps.scaling.intervals import SEEDS, Bootstrap, bootstrap
-from sweeps.scaling.predict import MAX_FACTOR, Target, backtest, crossovers, predictions, summary_lines
+from sweeps.scaling.predict import (
+    MAX_FACTOR,
+    Target,
+    backtest,
+    crossovers,
+    path_ratio,
+    predictions,
+    summary_lines,
+)
 from sweeps.scaling.table import ALL, Ladder, LadderError, read_csv
 
 __all__ = [
@@ -75,6 +83,15 @@ def analyse(
     result = fit(ladder, law, shared)
     boot = bootstrap(ladder, result, replicates, seed, rungs)
     rows = predictions(ladder, result, boot, targets, reference, max_factor)
+    if result.law == "compute":
+        ratio = path_ratio(ladder, result, targets)
+        for t in targets:
+            if not 0.5 <= (t.tokens / t.params) / ratio <= 2:
+                result.notes.append(
+                    f"target {t.name} has {t.tokens / t.params:.3g} tokens per parameter, the ladder "
+                    f"{ratio:.3g}: L(C) holds along the ladder's ratio only, so its prediction there is at "
+                    "the same compute, not at that split of it"
+                )
     cross = crossovers(ladder, result, boot, targets)
     test = backtest(ladder, result.law, shared, reference, replicates, seed, rungs)
     extra = {"reference": reference, "max_factor": max_factor}
