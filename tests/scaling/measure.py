@@ -3,6 +3,7 @@ fit and the bootstrap on synthetic ladders (tests/scaling/synthetic.py: 5 sizes 
 parameter ratios x 3 seeds, 1% log-normal noise per run).
 
     OMP_NUM_THREADS=1 python -m tests.scaling.measure [--draws 20] [--replicates 200] [--resample seeds]
+    OMP_NUM_THREADS=1 python -m tests.scaling.measure --against-lbfgs 500 --seed 1   # the optimiser check
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ def main(argv=None) -> None:
     p.add_argument("--replicates", type=int, default=200)
     p.add_argument("--resample", default="seeds", choices=intervals.RESAMPLING)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--against-lbfgs", type=int, metavar="STARTS", help="compare with L-BFGS-B from STARTS grid points"
+    )
     args = p.parse_args(argv)
+    if args.against_lbfgs:
+        return against_lbfgs(args.seed, args.against_lbfgs)
     rng = np.random.default_rng(args.seed)
     names = ["E", "A", "alpha", "B", "beta", "target"]
     truth = {**syn.TRUTH, "target": float(syn.law(syn.TRUTH, *TARGET))}
@@ -60,6 +66,45 @@ def main(argv=None) -> None:
     for k, v in clock.items():
         wall, cpu = np.median(np.array(v), axis=0)
         print(f"{k}: median {wall:.2f} s wall, {cpu:.2f} s CPU")
+
+
+def against_lbfgs(seed: int, starts: int) -> None:
+    """`fitting.minimise` against the papers' loop: L-BFGS-B from `starts` points of the same grid."""
+    from scipy.optimize import minimize
+
+    from sweeps.scaling.law import Problem
+
+    lad = syn.ladder(np.random.default_rng(seed))
+    problem = Problem.build(
+        "joint", ["all"], np.zeros(len(lad.loss), int), lad.params, lad.tokens, lad.loss, False
+    )
+    t = time.perf_counter()
+    theta, value = fitting.minimise(problem, fitting.GRIDS["joint"])
+    print(f"minimise: objective {value:.12g} in {time.perf_counter() - t:.2f} s; theta {np.round(theta, 6)}")
+
+    def fun(x):
+        v, g = problem.objective(x[None])
+        return float(v[0]), g[0]
+
+    grid = fitting.GRIDS["joint"]
+    picked = grid[np.random.default_rng(0).choice(len(grid), starts, replace=False)]
+    t, best = time.perf_counter(), (None, np.inf)
+    for start in picked:
+        res = minimize(
+            fun,
+            start,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=fitting._bounds(problem),
+            options={"ftol": 1e-14, "gtol": 1e-10},
+        )
+        if res.fun < best[1]:
+            best = (res.x, res.fun)
+    print(
+        f"L-BFGS-B from {starts} starts: objective {best[1]:.12g} in {time.perf_counter() - t:.2f} s; ",
+        end="",
+    )
+    print(f"theta {np.round(best[0], 6)}")
 
 
 if __name__ == "__main__":
