@@ -61,3 +61,15 @@ def test_intervals_cover_the_truth_about_as_often_as_they_claim():
 def test_intervals_calibration_over_many_draws():
     coverage = _coverage(draws=100, replicates=200, seed=12)
     assert all(0.88 <= c <= 0.995 for c in coverage.values()), coverage
+
+
+def test_compute_law_replicates_bracket_the_fit_and_the_truth():
+    lad = syn.ladder(np.random.default_rng(9), ratios=(20,), noise=0.005)
+    result = F.fit(lad, top=4)
+    boot = B.bootstrap(lad, result, 60)
+    iv = B.parameter_intervals(boot, "all")
+    assert set(iv) == {"E", "K", "gamma"}
+    assert iv["gamma"][0] < result.designs["all"].natural["gamma"] < iv["gamma"][1]
+    n, d = 1e7, 2e8  # 10x beyond the largest rung along its ratio
+    lo, hi = B.percentile(boot.predict("all", [n], [d])[:, 0])
+    assert lo <= syn.law(syn.TRUTH, n, d) <= hi
