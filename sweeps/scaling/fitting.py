@@ -3,9 +3,10 @@ exponents shared across designs), and the comparison of shared against separate 
 
 Speed: the objective and its gradient are analytic and vectorised over starting points
 (`law.Problem.objective`), so the whole grid of starts (4,500 for the joint law: a and b in
-0..25 step 5, e in -1..1 step 0.5, alpha and beta in 0..2 step 0.5) is screened in one call and
-L-BFGS-B runs to convergence only from the `top` best of them. A refit (bootstrap replicate,
-held-out rung) starts from the full fit's optimum and the best few grid points of its own data.
+0..25 step 5, e in -1..1 step 0.5, alpha and beta in 0..2 step 0.5) is screened in one call; the
+`top` best are refined together (`refit_many`: reweighted Gauss-Newton, vectorised over starts)
+and the best of those is polished by L-BFGS-B to convergence. Bootstrap replicates and held-out
+rungs are row weightings of the same problem, refitted all at once from the full fit's optimum.
 """
 
 from __future__ import annotations

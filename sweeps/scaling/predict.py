@@ -175,8 +175,10 @@ def backtest(
     seed: int = 0,
     rungs: str = SEEDS,
 ) -> dict:
-    """Refit without the largest rung (by compute), predict it: measured mean against the predicted
-    interval, per design and for the paired difference to the reference."""
+    """Refit without the largest rung (by compute), predict it: the measured mean of its runs against
+    a prediction interval for that mean (the law's bootstrap plus run-to-run noise drawn from the
+    refit's residuals; `mean_interval` is the law's alone), per design and for the paired difference
+    to the reference."""
     reference = reference or ladder.designs[0]
     keys = ladder.rung_keys()
     held = keys[-1]
@@ -193,26 +195,61 @@ def backtest(
     except LadderError as err:
         return {**out, "possible": False, "reason": f"without its largest rung: {err}"}
     boot = bootstrap(train, result, replicates, seed, rungs)
+    rng = np.random.default_rng(seed + 1)
     measured = {d: test.only(d) for d in ladder.designs}
     samples = {d: boot.predict(d, [held[0]], [held[1]])[:, 0] for d in ladder.designs}
+    residuals = {d: _residuals(train.only(d), result.designs[d]) for d in ladder.designs}
     out.update(possible=True, extrapolation=6 * held[0] * held[1] / float(train.flops.max()), designs={})
     for d in ladder.designs:
-        lo, hi = percentile(samples[d])
+        # What the measured mean of k runs should fall in: the law's mean at the rung (bootstrap)
+        # plus the mean of k run-to-run residuals drawn from the fit's own residuals.
+        k = len(measured[d].loss)
+        noise = _mean_draws(rng, residuals[d], k, replicates)
+        lo, hi = percentile(samples[d] + noise)
         value = float(np.mean(measured[d].loss))
         entry = {"measured": value, "predicted": float(result.designs[d].predict(*held)), "lo": lo, "hi": hi}
         entry["inside"] = bool(lo <= value <= hi)
+        entry["mean_interval"] = percentile(samples[d])
         if d != reference:
             diff = _paired_mean(measured[d], measured[reference])
-            dlo, dhi = percentile(samples[d] - samples[reference])
+            paired = _paired_residuals(train, d, reference, residuals)
+            if paired is not None:  # seeds: the difference's noise is that of paired differences
+                noise = _mean_draws(rng, paired, k, replicates)
+            else:
+                k_ref = len(measured[reference].loss)
+                noise = noise - _mean_draws(rng, residuals[reference], k_ref, replicates)
+            delta = samples[d] - samples[reference]
+            dlo, dhi = percentile(delta + noise)
             entry["diff"] = {
                 "measured": diff,
                 "predicted": entry["predicted"] - float(result.designs[reference].predict(*held)),
                 "lo": dlo,
                 "hi": dhi,
                 "inside": bool(dlo <= diff <= dhi),
+                "mean_interval": percentile(delta),
             }
         out["designs"][d] = entry
     return out
+
+
+def _residuals(part: Ladder, fitted) -> dict:
+    """Measured minus fitted loss per run, keyed by (N, D, seed) (by row without seeds)."""
+    resid = part.loss - fitted.predict(part.params, part.tokens)
+    seeds = part.seed if part.seed is not None else np.arange(len(resid)).astype(str)
+    keys = zip(part.params.tolist(), part.tokens.tolist(), seeds.tolist(), strict=True)
+    return dict(zip(keys, resid.tolist(), strict=True))
+
+
+def _paired_residuals(train: Ladder, d: str, reference: str, residuals: dict):
+    if train.seed is None:
+        return None
+    shared = set(residuals[d]) & set(residuals[reference])
+    return {key: residuals[d][key] - residuals[reference][key] for key in shared} or None
+
+
+def _mean_draws(rng: np.random.Generator, residuals: dict, k: int, replicates: int) -> np.ndarray:
+    values = np.array(list(residuals.values()))
+    return values[rng.integers(0, len(values), size=(replicates, k))].mean(axis=1)
 
 
 def _paired_mean(x: Ladder, ref: Ladder) -> float:
