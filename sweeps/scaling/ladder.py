@@ -1,0 +1,143 @@
+"""The rungs of a `scaling:` section: a pure expansion, sizes x token budgets, into the override
+dicts that make each rung an ordinary trial (not wired into sweeps.spec yet).
+
+    scaling:
+      sizes: [{d_model: 64, n_layers: 2, n_heads: 2, d_ff: 192}, tiny, mini]  # overrides or preset names
+      tokens: [300000, 1000000]        # budgets for every size, or:
+      tokens_per_param: [5, 20]        # D = ratio x N (N: non-embedding parameters)
+      token_scale: 1.0                 # multiplies every budget (smoke runs, tests)
+      targets: [small, medium, large, xl]   # default; or {name, params, tokens} mappings
+
+`expand(section, base_model, source, train_tokens)` returns one dict per rung: `overrides`
+(trial key paths, as the search space names them: `model.d_model`, `train.tokens`), `params` (N),
+`tokens` (D), `flops` (6 N D) and `epochs` (D over the corpus's training split, when given: a
+rung past one epoch repeats data, which bends the fitted curve; Muennighoff et al. 2023).
+`targets(section, source)` resolves the targets. Errors name the file and the key.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sweeps.scaling.predict import Target
+from sweeps.scaling.table import LadderError
+
+KEYS = ("sizes", "tokens", "tokens_per_param", "token_scale", "targets")
+
+
+def _fail(source: str, key: str, message: str):
+    raise LadderError(f"{source}: scaling.{key}: {message}")
+
+
+def _positive_list(section: dict, key: str, source: str) -> list[float]:
+    values = section[key]
+    if not isinstance(values, list) or not values:
+        _fail(source, key, f"must be a non-empty list of positive numbers, got {values!r}")
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
+            _fail(source, f"{key}[{i}]", f"must be a positive number, got {v!r}")
+    return [float(v) for v in values]
+
+
+def _size_model(size, i: int, base_model: dict, source: str) -> tuple[dict, dict]:
+    """(the rung's model mapping, its overrides as trial key paths)."""
+    from arch.config import presets
+
+    if isinstance(size, str):
+        if size not in presets():
+            _fail(source, f"sizes[{i}]", f"{size!r} is not a preset; presets: {', '.join(presets())}")
+        overrides = {"preset": size}
+        model = {k: v for k, v in base_model.items() if k not in presets()[size]} | overrides
+    elif isinstance(size, dict) and size:
+        overrides = dict(size)
+        model = {**base_model, **overrides}
+    else:
+        _fail(source, f"sizes[{i}]", f"must be a preset name or a mapping of model keys, got {size!r}")
+    return model, {f"model.{k}": v for k, v in overrides.items()}
+
+
+def expand(section: dict, base_model: dict, source: str = "the study", train_tokens: float | None = None):
+    """The rungs of `section` (the mapping under `scaling:`), smallest compute first."""
+    from arch.config import ModelConfig
+    from arch.configtree import ConfigError
+    from sweeps.scaling.targets import non_embedding_params
+
+    if not isinstance(section, dict):
+        raise LadderError(f"{source}: scaling: must be a mapping with keys {', '.join(KEYS)}")
+    unknown = sorted(set(section) - set(KEYS))
+    if unknown:
+        _fail(source, unknown[0], f"unknown key; allowed: {', '.join(KEYS)}")
+    if "sizes" not in section:
+        raise LadderError(f"{source}: scaling.sizes: missing (a list of preset names or model overrides)")
+    sizes = section["sizes"]
+    if not isinstance(sizes, list) or len(sizes) < 2:
+        _fail(source, "sizes", f"needs 2 or more sizes to fit a law in N, got {sizes!r}")
+    given = [k for k in ("tokens", "tokens_per_param") if k in section]
+    if len(given) != 1:
+        raise LadderError(
+            f"{source}: scaling.tokens / scaling.tokens_per_param: give exactly one, got {given or 'none'}"
+        )
+    budgets = _positive_list(section, given[0], source)
+    scale = section.get("token_scale", 1.0)
+    if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
+        _fail(source, "token_scale", f"must be a positive number, got {scale!r}")
+    rungs = []
+    for i, size in enumerate(sizes):
+        model, overrides = _size_model(size, i, base_model, source)
+        try:
+            ModelConfig.from_dict(model, path=f"scaling.sizes[{i}]", source=source)
+        except ConfigError as err:
+            raise LadderError(str(err)) from None
+        n = non_embedding_params(model)
+        for b in budgets:
+            d = max(1, round((b * n if given[0] == "tokens_per_param" else b) * scale))
+            rung = {
+                "overrides": {**overrides, "train.tokens": d},
+                "params": n,
+                "tokens": d,
+                "flops": 6.0 * n * d,
+            }
+            rung["epochs"] = d / train_tokens if train_tokens else None
+            rungs.append(rung)
+    return sorted(rungs, key=lambda r: r["flops"])
+
+
+def over_one_epoch(rungs: list[dict]) -> list[str]:
+    """One warning per rung that repeats its corpus's training split."""
+    return [
+        f"rung N={r['params']:.3g}, D={r['tokens']:.3g}: {r['epochs']:.2f} epochs of the training split "
+        "(repeated data bends the fit; Muennighoff et al. 2023)"
+        for r in rungs
+        if r["epochs"] is not None and r["epochs"] > 1
+    ]
+
+
+def targets(section: dict, source: str = "the study") -> list[Target]:
+    """`scaling.targets`: paper scale names (small, medium, large, xl: their non-embedding N and
+    token budgets from studies/paper/) or {name, params, tokens} mappings; default: the four."""
+    from sweeps.scaling.targets import PAPER_SCALES, paper_targets
+
+    wanted = section.get("targets", list(PAPER_SCALES))
+    if not isinstance(wanted, list) or not wanted:
+        _fail(source, "targets", f"must be a non-empty list, got {wanted!r}")
+    paper = None
+    out = []
+    for i, t in enumerate(wanted):
+        if isinstance(t, str):
+            if t not in PAPER_SCALES:
+                _fail(
+                    source, f"targets[{i}]", f"{t!r} is not a paper scale; scales: {', '.join(PAPER_SCALES)}"
+                )
+            paper = paper or {p.name: p for p in paper_targets()}
+            out.append(paper[t])
+        elif isinstance(t, dict) and set(t) == {"name", "params", "tokens"}:
+            for key in ("params", "tokens"):
+                v = t[key]
+                if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0 or math.isinf(v):
+                    _fail(source, f"targets[{i}].{key}", f"must be a positive number, got {v!r}")
+            out.append(Target(str(t["name"]), float(t["params"]), float(t["tokens"])))
+        else:
+            _fail(
+                source, f"targets[{i}]", f"must be a paper scale name or {{name, params, tokens}}, got {t!r}"
+            )
+    return out
