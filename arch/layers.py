@@ -77,6 +77,15 @@ class Rotary(nn.Module):
         self.register_buffer("cos", pairs.cos().float(), persistent=False)
         self.register_buffer("signed_sin", (pairs.sin() * sign).float(), persistent=False)
 
+    def _apply(self, fn, recurse=True):
+        # Moves follow the model, dtype casts do not (precision bf16-true casts the model): a
+        # complex cis cast to a real dtype would lose its imaginary part for good, and forward casts
+        # the tables to x's dtype anyway. A probe tensor tells where `fn` sends things.
+        device = fn(torch.empty(0, device=self.cos.device)).device
+        for name, buf in self._buffers.items():
+            self._buffers[name] = buf.to(device)
+        return self
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # x: [B, H, T, hd]
         t = x.shape[-2]

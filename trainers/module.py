@@ -23,7 +23,8 @@ IGNORE = -100
 
 
 def resolve_precision(precision: str) -> str:
-    """`auto` -> bf16-mixed on CUDA, 32-true elsewhere."""
+    """`auto` -> bf16-mixed on CUDA, 32-true elsewhere; the others (32-true, bf16-mixed, bf16-true)
+    are Lightning's precision names, passed through."""
     if precision != "auto":
         return precision
     return "bf16-mixed" if torch.cuda.is_available() else "32-true"
