@@ -125,7 +125,9 @@ def test_each_design_is_its_official_form(runs):
             True,
             True,
         )
-        assert (hc.expansion_rate, hc.mode, hc.norm) == (4, "dynamic", "rms")  # use_dynamic_hc, hc_norm_type
+        assert (hc.expansion_rate, hc.mode, hc.use_tanh, hc.norm) == (4, "dynamic", True, "rms")
+        # models/hyperconnections at HEAD: o_proj, down_proj / sqrt(n); nn.RMSNorm(eps=None)
+        assert (hc.out_proj_scale, hc.norm_eps) == ("inv_sqrt_n", "torch_default")
 
 
 def test_extrapolated_runs_are_marked_in_the_study_file(shards):
