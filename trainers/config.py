@@ -71,6 +71,8 @@ class TokenDataConfig(DataConfig):
 
     kind: Literal["tokens"] = "tokens"
     path: str = ""  # folder with meta.json, train_*.bin, val_*.bin
+    # windows: random windows; chunks: shuffled non-overlapping chunks (the SATFormer code's order)
+    order: Literal["windows", "chunks"] = "windows"
 
     def vocab_size(self, path, issues) -> int | None:
         meta = Path(self.path) / "meta.json"

@@ -98,6 +98,7 @@ def test_what_every_official_file_shares(runs, scale):
             1e-6,
         )
         assert (m.init, m.init_std, m.tie_embeddings, cfg.data.seq_len) == ("normal", 0.02, True, SEQ_LEN)
+        assert cfg.data.order == "chunks"  # train.py's ShardedTokenDataset: shuffled non-overlapping chunks
 
 
 def test_each_design_is_its_official_form(runs):

@@ -117,6 +117,13 @@ def test_checkpoint_only_when_asked(tiny_tree, tmp_path, monkeypatch):
     assert (tmp_path / "final.ckpt").is_file()
 
 
+def test_bf16_mixed_clips_gradients_with_the_fused_optimizer(tiny_tree):
+    """Lightning's bf16-mixed refuses gradient clipping with a fused AdamW (a guard for fp16's
+    scaler): what every CUDA trial (precision auto) runs. The module clips itself."""
+    tree = tiny_tree(train={"tokens": 3 * 4 * 32, "precision": "bf16-mixed", "grad_clip": 1.0})
+    assert math.isfinite(fit(TrialConfig.from_dict(tree))["val_loss"])
+
+
 def test_bf16_true_trains_the_model_in_bf16(tiny_tree):
     """precision bf16-true (the SATFormer code's pure bf16): weights, gradients and AdamW state in
     bf16, no fp32 master copy; it runs on CPU too, so the path is tested here."""
