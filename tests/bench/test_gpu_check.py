@@ -78,11 +78,33 @@ def toy(monkeypatch):
     monkeypatch.setattr(gpu_check, "STEPS", 2)
 
 
-def test_trials_check_runs_every_family_at_a_toy_size(toy, shards):
+def test_every_trial_of_the_check_is_a_valid_config(shards):
+    from trainers.config import TrialConfig
+
+    for scale in gpu_check.SCALES:
+        for residual in gpu_check.FAMILIES.values():
+            cfg = TrialConfig.from_dict(gpu_check.trial_tree(residual, scale, shards))
+            assert cfg.model.residual.kind == residual["kind"] and cfg.train.precision == "bf16-true"
+            assert cfg.max_steps == gpu_check.STEPS
+
+
+def trials_at_toy_size(shards, families, monkeypatch):
+    monkeypatch.setattr(gpu_check, "SCALES", {"mini": gpu_check.SCALES["mini"]})
+    monkeypatch.setattr(gpu_check, "FAMILIES", {f: gpu_check.FAMILIES[f] for f in families})
     results = gpu_check.check_trials(shards)
-    assert [r.name for r in results] == [f"{s}/{f}" for s in ("mini", "small") for f in gpu_check.FAMILIES]
+    assert [r.name for r in results] == [f"mini/{family}" for family in families]
     assert all(r.ok for r in results), format_table(results)
     assert {r.values["vs_baseline"] for r in results if r.name.endswith("/baseline")} == {"1.000x"}
+    assert {r.values["vs_satformer"] for r in results if r.name.endswith("/satformer")} == {"1.000x"}
+
+
+def test_trials_check_at_a_toy_size(toy, shards, monkeypatch):
+    trials_at_toy_size(shards, ["baseline", "satformer"], monkeypatch)
+
+
+@pytest.mark.slow
+def test_trials_check_runs_every_family_at_a_toy_size(toy, shards, monkeypatch):
+    trials_at_toy_size(shards, list(gpu_check.FAMILIES), monkeypatch)
 
 
 def test_precision_check_sees_bf16_true_halve_the_parameters(toy, shards):
