@@ -339,7 +339,11 @@ class Study:
             "probe": {k: v for k, v in dump(self.probe).items() if k != "max_models"},  # grouping only
         }
         space = {f"space.{name}": json.dumps(dump(p), sort_keys=True) for name, p in self.space.items()}
-        return {**_flatten(parts), **space}
+        flat = _flatten(parts)
+        for key, default in LATER_DEFAULTS.items():  # at their defaults: older studies still resume
+            if flat.get(key) == json.dumps(default):
+                del flat[key]
+        return {**flat, **space}
 
     def trial_timeout(self, tokens_per_s: float | None) -> float | None:
         """The wall-clock limit of a trial (the study's, else derived from the probe's speed)."""
@@ -519,6 +523,15 @@ def validate_points(study: Study) -> list[Issue]:
         )
     issues.extend(_check_resources(study))
     return issues
+
+
+# Trial keys added after studies were run, at the value that computes what they computed before.
+LATER_DEFAULTS = {
+    "trial.data.order": "windows",
+    "trial.model.residual.gate_bias": False,
+    "trial.model.residual.use_tanh": True,
+    "trial.model.residual.norm_eps": "model",
+}
 
 
 def _flatten(tree: Any, prefix: str = "") -> dict[str, str]:

@@ -132,3 +132,21 @@ def test_duplicate_key_in_an_extended_file_names_that_file_and_exits_2(tmp_path,
     assert launch.main([str(child)]) == 2
     assert "written twice" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["base.yaml", "child.yaml"]
+
+
+@pytest.mark.parametrize(
+    ("residual", "key", "other"),
+    [
+        ("{kind: value_residual}", "gate_bias", "true"),
+        ("{kind: hyper_connections}", "use_tanh", "false"),
+        ("{kind: hyper_connections}", "norm_eps", "torch_default"),
+    ],
+)
+def test_keys_added_later_leave_fingerprints_at_their_defaults_alone(tmp_path, residual, key, other):
+    """A study run before a key existed resumes: at its default the key is not in the fingerprint."""
+    text = BASE.replace("space:\n  model.residual.kind: [none, value_residual]\n", "")
+    study = load_study(write(tmp_path / "s.yaml", text), [f"trial.model.residual={residual}"])
+    assert f"trial.model.residual.{key}" not in study.fingerprint()
+    sets = [f"trial.model.residual={residual}", f"trial.model.residual.{key}={other}"]
+    changed = load_study(write(tmp_path / "s.yaml", text), sets)
+    assert f"trial.model.residual.{key}" in changed.fingerprint()
