@@ -7,7 +7,7 @@ STUDY ?= studies/gate_granularity.yaml
 # CPU machines: the CPU build of torch (pip finds it on this machine's disk or on PyPI's CPU index).
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install test test-all test-cluster test-browser lint format sweep smoke mlflow-ui clean
+.PHONY: install test test-all test-cluster test-browser lint format sweep smoke gpu-check mlflow-ui clean
 
 install: $(VENV)/.installed
 
@@ -54,6 +54,11 @@ sweep: install
 
 smoke: install
 	$(PY) -m trainers.train trials/smoke.yaml
+
+# The CUDA paths on one GPU, at most 5 minutes (bench/gpu_check.py); exits 2 without CUDA. Needs
+# torch's CUDA build in .venv (PyPI's default Linux x86_64 wheel is one).
+gpu-check: install
+	$(PY) -m bench.gpu_check
 
 # A results database needs one worker and no job runner (the default: 4 workers plus MLflow's job
 # consumers, 10 processes and 2.1 GB measured here). Open the links the launcher prints.

@@ -12,9 +12,10 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.
     RMSNorm of the model and its designs goes through here, so a design's neutral point stays
     bit-identical to the baseline.
 
-    On CPU in fp32 eager, `_RMSNormCPU` (F.rms_norm is a chain of elementwise kernels there:
-    measured 1.00 ms forward + backward at [8, 128, 256] against 0.42 ms, one thread); elsewhere
-    F.rms_norm (a fused kernel on CUDA; what inductor fuses when compiled)."""
+    On CPU in fp32 eager, `_RMSNormCPU`: F.rms_norm is a chain of elementwise kernels there, and
+    one fused reduction forward with a written-out backward is less than half its time and keeps
+    less for backward (figures: docs/bench/backbone.md). Elsewhere F.rms_norm (a fused kernel on
+    CUDA; what inductor fuses when compiled)."""
     if x.device.type == "cpu" and x.dtype == torch.float32 and not torch.compiler.is_compiling():
         return _RMSNormCPU.apply(x, weight, eps)
     return F.rms_norm(x, (x.shape[-1],), weight, eps)
@@ -76,6 +77,15 @@ class Rotary(nn.Module):
         sign = torch.tensor([-1.0, 1.0], dtype=torch.float64).repeat(head_dim // 2)
         self.register_buffer("cos", pairs.cos().float(), persistent=False)
         self.register_buffer("signed_sin", (pairs.sin() * sign).float(), persistent=False)
+
+    def _apply(self, fn, recurse=True):
+        # Moves follow the model, dtype casts do not (precision bf16-true casts the model): a
+        # complex cis cast to a real dtype would lose its imaginary part for good, and forward casts
+        # the tables to x's dtype anyway. A probe tensor tells where `fn` sends things.
+        device = fn(torch.empty(0, device=self.cos.device)).device
+        for name, buf in self._buffers.items():
+            self._buffers[name] = buf.to(device)
+        return self
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # x: [B, H, T, hd]
@@ -172,7 +182,8 @@ class Attention(nn.Module):
             return F.linear(xq, wq), F.linear(xk, wk), F.linear(xv, wv), x_proj
         # The design's rows ride along in the QKV GEMM when they keep its rows an even number of
         # floats apart (rotary views Q and K as complex pairs, which needs even strides); not when
-        # compiled: inductor then saves the stacked weight for backward (+2.4% peak at mini).
+        # compiled: inductor then saves the stacked weight for backward, more peak memory for no
+        # gain (docs/bench/backbone.md).
         if extra is not None and extra.shape[0] % 2 == 0 and not torch.compiler.is_compiling():
             fused = _LinearWithRows.apply(xq, self.qkv_proj.weight, extra)
             q, k, v, x_proj = fused.split([*self.widths, extra.shape[0]], dim=-1)

@@ -296,10 +296,12 @@ def _warm_step(arch: dict, device):
     from trainers.costs import synthetic_step
     from trainers.module import resolve_precision
 
-    bf16 = resolve_precision(arch["precision"]) == "bf16-mixed" and device.type == "cuda"
+    precision = resolve_precision(arch["precision"]) if device.type == "cuda" else "32-true"
+    autocast = torch.bfloat16 if precision == "bf16-mixed" else None
+    cast = torch.bfloat16 if precision == "bf16-true" else None
     step = synthetic_step(
-        arch["model"], arch["batch_size"], arch["seq_len"], device, torch.bfloat16 if bf16 else None,
-        arch["compile"],
+        arch["model"], arch["batch_size"], arch["seq_len"], device, autocast, arch["compile"],
+        param_dtype=cast,
     ).step  # fmt: skip
     step()
     return step

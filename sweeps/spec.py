@@ -90,6 +90,7 @@ class Objective:
             return dict(data)
         return {**data, "direction": record.direction}
 
+
 def _default_objectives() -> list[Objective]:
     return [Objective(name, metrics_table.get(name).direction) for name in metrics_table.DEFAULT_OBJECTIVES]
 
@@ -365,7 +366,11 @@ class Study:
             "probe": {k: v for k, v in dump(self.probe).items() if k != "max_models"},  # grouping only
         }
         space = {f"space.{name}": json.dumps(dump(p), sort_keys=True) for name, p in self.space.items()}
-        return {**_flatten(parts), **space}
+        flat = _flatten(parts)
+        for key, default in LATER_DEFAULTS.items():  # at their defaults: older studies still resume
+            if flat.get(key) == json.dumps(default):
+                del flat[key]
+        return {**flat, **space}
 
     def trial_timeout(self, config, tokens_per_s: float | None) -> float | None:
         """The wall-clock limit of one run (the study's, else derived from the probe's speed for
@@ -604,6 +609,15 @@ def _check_paths(study: Study) -> list[Issue]:
         for key in param.when:
             issues += paths.check(key, f"space.{name}.when.{key}", kinds=("param", "trial"))
     return issues
+
+
+# Trial keys added after studies were run, at the value that computes what they computed before.
+LATER_DEFAULTS = {
+    "trial.data.order": "windows",
+    "trial.model.residual.gate_bias": False,
+    "trial.model.residual.use_tanh": True,
+    "trial.model.residual.norm_eps": "model",
+}
 
 
 def _flatten(tree: Any, prefix: str = "") -> dict[str, str]:

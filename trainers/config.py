@@ -72,6 +72,8 @@ class TokenDataConfig(DataConfig):
 
     kind: Literal["tokens"] = "tokens"
     path: str = ""  # folder with meta.json, train_*.bin, val_*.bin
+    # windows: random windows; chunks: shuffled non-overlapping chunks (the SATFormer code's order)
+    order: Literal["windows", "chunks"] = "windows"
 
     def vocab_size(self, path, issues) -> int | None:
         meta = Path(self.path) / "meta.json"
@@ -145,7 +147,9 @@ class TrainConfig:
     eval_batches: int = _at_least(16)
     log_every: int = _at_least(10)
     gate_stats_every: int = _at_least(50)
-    precision: Literal["auto", "32-true", "bf16-mixed"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
+    # auto: bf16-mixed on GPU, 32-true on CPU. bf16-mixed: fp32 weights and AdamW state, bf16 autocast;
+    # bf16-true: the model cast to bf16 (weights, gradients, AdamW state), as the SATFormer code trains.
+    precision: Literal["auto", "32-true", "bf16-mixed", "bf16-true"] = "auto"
     compile: bool = False
     num_threads: int | None = None  # CPU threads for torch, per worker (None: the cores shared out)
     # Data-parallel processes of one run (trainers.distributed); batch_size stays the global batch.

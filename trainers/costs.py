@@ -293,15 +293,23 @@ class SyntheticStep:
 
 
 def synthetic_step(
-    model_cfg, batch: int, seq_len: int, device, autocast_dtype=None, compile: bool = False, mark=None
+    model_cfg,
+    batch: int,
+    seq_len: int,
+    device,
+    autocast_dtype=None,
+    compile: bool = False,
+    mark=None,
+    param_dtype=None,
 ) -> SyntheticStep:
-    """Builds `model_cfg` (a ModelConfig or its mapping) on `device` with seed 0 and a seed-0 batch."""
+    """Builds `model_cfg` (a ModelConfig or its mapping) on `device` with seed 0 and a seed-0 batch;
+    `param_dtype` (e.g. bf16 for precision bf16-true) casts the model, so its optimizer state too."""
     from arch import build_model
     from trainers.config import TrainConfig
     from trainers.optim import build_optimizer
 
     torch.manual_seed(0)
-    model = build_model(model_cfg).to(device)
+    model = build_model(model_cfg).to(device, dtype=param_dtype)
     opt = build_optimizer(model, TrainConfig())
     return synthetic_step_of(
         model, opt, model.cfg.vocab_size, batch, seq_len, device, autocast_dtype, compile, mark

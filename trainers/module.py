@@ -23,7 +23,8 @@ IGNORE = -100
 
 
 def resolve_precision(precision: str) -> str:
-    """`auto` -> bf16-mixed on CUDA, 32-true elsewhere."""
+    """`auto` -> bf16-mixed on CUDA, 32-true elsewhere; the others (32-true, bf16-mixed, bf16-true)
+    are Lightning's precision names, passed through."""
     if precision != "auto":
         return precision
     return "bf16-mixed" if torch.cuda.is_available() else "32-true"
@@ -99,3 +100,12 @@ class LanguageModel(pl.LightningModule):
             optimizer, lr_multiplier(self.cfg.train, self.cfg.max_steps)
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        """Clips the global gradient norm (the Trainer's gradient_clip_val) as Lightning does, but
+        without its precision plugin: bf16-mixed refuses to clip for an optimizer that unscales its
+        own gradients (fused AdamW, what trainers.optim builds on CPU and CUDA), a guard meant for
+        fp16's GradScaler; bf16 has no scaler, so there is nothing to unscale."""
+        if gradient_clip_val:
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)

@@ -15,6 +15,14 @@ dynamic (the paper's appendix code): with H_bar = RMSNorm(H) per stream,
 
 with learnable scalars s_a = s_b = `dynamic_scale` (0.01) at init; `norm: layer` makes the
 per-stream norm a LayerNorm (weight and bias, as the official code's `hc_norm_type: layer`).
+`use_tanh: false` drops both tanh (the official `use_tanh`): [A_m A_r](H) = s_a H_bar W_a + [A_m A_r].
+`norm_eps`: `model` (the model's norm_eps) or `torch_default` (the SATFormer repository's
+HyperConnections, whose nn.RMSNorm / nn.LayerNorm take no eps: the input dtype's machine epsilon
+for RMSNorm, 1e-5 for LayerNorm).
+`out_proj_scale`: o_proj and down_proj at init divided by sqrt(n) (`inv_sqrt_n`: the SATFormer
+repository at HEAD, models/hyperconnections/modeling_hyperconnections.py, to keep the output's
+scale when the final collapse sums n copies), multiplied by sqrt(n) (`sqrt_n`: what its first
+release's rescale code did) or left as the backbone draws them (`none`).
 The streams are summed before the final norm. `stream_index` says what k counts: each sublayer
 (attention 2i, MLP 2i + 1) or each block i (both of its sublayers read stream i mod n).
 
@@ -47,17 +55,23 @@ class HyperConnectionsConfig(ResidualConfig):
     stream_index: Literal["sublayer", "block"] = "sublayer"
     dynamic_scale: float = dataclasses.field(default=0.01, metadata={"gt": 0})  # s_a, s_b at init
     norm: Literal["rms", "layer"] = "rms"  # H_bar's norm (the official code's hc_norm_type)
-    # o_proj and down_proj at init times 1/sqrt(n) (what the SATFormer baseline's comment says) or
-    # sqrt(n) (what its rescale code does, when enabled); none: the backbone's init as is
+    norm_eps: Literal["model", "torch_default"] = "model"  # H_bar's eps (docstring)
+    use_tanh: bool = True  # tanh on H_bar W_a and H_bar W_b (the official use_tanh)
+    # o_proj and down_proj at init: x 1/sqrt(n) (the SATFormer repository at HEAD), x sqrt(n) (its
+    # first release's rescale code), none (the backbone's init as is)
     out_proj_scale: Literal["none", "inv_sqrt_n", "sqrt_n"] = "none"
 
     def check(self, path: str) -> list[Issue]:
         issues = []
         defaults = HyperConnectionsConfig()
-        for key in ("dynamic_scale", "norm"):
+        for key in ("dynamic_scale", "norm", "norm_eps", "use_tanh"):
             if self.mode == "static" and getattr(self, key) != getattr(defaults, key):
                 issues.append(Issue(join(path, key), "applies only to mode 'dynamic', not 'static'"))
         return issues
+
+
+def _identity(x: torch.Tensor) -> torch.Tensor:
+    return x
 
 
 @dataclasses.dataclass
@@ -122,13 +136,16 @@ class HyperConnections(ResidualDesign):
         alpha, beta = self.static_alpha[wrapper], self.static_beta[wrapper]  # [n, n+1], [n]
         if self.dynamic:
             if self.norm_bias is None:
-                h_bar = rms_norm(h, self.norm_weight[wrapper], self.eps)
+                eps = torch.finfo(h.dtype).eps if self.cfg.norm_eps == "torch_default" else self.eps
+                h_bar = rms_norm(h, self.norm_weight[wrapper], eps)
             else:
+                eps = 1e-5 if self.cfg.norm_eps == "torch_default" else self.eps
                 h_bar = F.layer_norm(
-                    h, (h.shape[-1],), self.norm_weight[wrapper], self.norm_bias[wrapper], self.eps
+                    h, (h.shape[-1],), self.norm_weight[wrapper], self.norm_bias[wrapper], eps
                 )
-            alpha = self.alpha_scale[wrapper] * torch.tanh(h_bar @ self.alpha_fn[wrapper]) + alpha
-            beta = self.beta_scale[wrapper] * torch.tanh(h_bar @ self.beta_fn[wrapper]).squeeze(-1) + beta
+            squash = torch.tanh if self.cfg.use_tanh else _identity
+            alpha = self.alpha_scale[wrapper] * squash(h_bar @ self.alpha_fn[wrapper]) + alpha
+            beta = self.beta_scale[wrapper] * squash(h_bar @ self.beta_fn[wrapper]).squeeze(-1) + beta
         if self.dynamic:  # [B, T, n+1, n] @ [B, T, n, D] -> [B, T, n+1, D]
             state.mix = alpha.transpose(-1, -2) @ h
         else:  # one GEMM; a broadcast [n+1, n] @ [B, T, n, D] matmul is ~3x slower on CPU

@@ -12,7 +12,11 @@ attention norm: the official `sepln=False` form; `sepln: true` gives K and V nor
 and its residual from the R stream; the last layer makes only the R stream (C = 1), which goes to
 the final norm.
 
-Options of the released configurations (MUDDFormer's and the SATFormer paper's baseline):
+Whose form is whose: the defaults are Caiyun's code (Caiyun-AI/MUDDFormer) with its constructor
+defaults (sepln=False), not its released configuration, which sets sepln, always reallocates FFN
+widths (rounded to 128), norms K and V from layer 1 only and has a pre/post norm of its own: that
+release is not implemented here. The options below are the SATFormer repository's baseline
+(models/muddformer; `preset: satformer_paper` sets them all):
 - `pre_post_da_norm`: X^c = RMSNorm_c(sum_j A_i[c, j] RMSNorm_j(X_j)) + X_{i+1}, with a scaled
   norm per history entry (weight 1) and per stream (weight 1e-3), the prior a_i = 0.
 - `param_realloc`: layer i (1-based) gets the MLP width (0.5 (L - i) + 1.5 (i - 1)) / (L - 1) D_f,

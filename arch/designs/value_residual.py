@@ -14,11 +14,13 @@ its own values before the attention kernel (so a KV cache would hold the mixed V
              the official code), l_self,n learned per layer from lambda_self (0.5).
 - gated (SATFormer, arXiv 2605.03953):    a_{t,j} = act(x_t W_a)_j,  V'_{t,j} = V_{t,j} + a_{t,j} V_tap_{t,j}
   x_t is the normed input of that attention layer, W_a is d_model x N_kv (`token_head`) or
-  d_model x 1 (`token`, one gate per token shared by all heads). No bias. The official code's
+  d_model x 1 (`token`, one gate per token shared by all heads). No bias by default; `gate_bias:
+  true` adds b_a per gate, a = act(x_t W_a + b_a), zero at init (the official
+  `value_residual_proj_bias`, a bias on its alpha_proj, zeroed by its init). The official code's
   head-normalised gates need `token_head`: softmax a = N_kv softmax_j(z) (mean 1 over the heads),
   softmax_sigmoid a = N_kv softmax_j(z) sigmoid(z_j).
 
-The neutral point (W_a = 0 with act(0) = 0, or l_tap = 0, l_self = 1; softmax coefficients: s = 0,
+The neutral point (W_a = 0 and b_a = 0 with act(0) = 0, or l_tap = 0, l_self = 1; softmax coefficients: s = 0,
 l_self = 1) computes the baseline. sigmoid, sigmoid2, softplus, softmax and softmax_sigmoid gates
 have none: act(0) != 0, and softmax gates sum to N_kv over the heads whatever W_a is.
 """
@@ -53,7 +55,7 @@ HEAD_NORMALISED = {"softmax", "softmax_sigmoid"}  # need one gate per KV head (t
 GRANULARITIES = {"static": ("layer", "head"), "gated": ("token", "token_head")}
 DEFAULT_GRANULARITY = {"static": "layer", "gated": "token_head"}
 MODE_ONLY_KEYS = {
-    "gated": ("activation", "gate_init", "gate_init_std"),
+    "gated": ("activation", "gate_init", "gate_init_std", "gate_bias"),
     "static": ("coefficient", "lambda_tap", "lambda_self"),
 }
 
@@ -69,6 +71,7 @@ class ValueResidualConfig(ResidualConfig):
     activation: str = "relu"  # a name of ACTIVATIONS
     gate_init: Literal["normal", "zero"] = "normal"
     gate_init_std: float = dataclasses.field(default=0.02, metadata={"gt": 0})
+    gate_bias: bool = False  # b_a: the official value_residual_proj_bias
     # static only
     coefficient: Literal["fixed", "learned", "softmax"] = "fixed"
     lambda_tap: float = 0.5
@@ -158,13 +161,15 @@ class ValueResidualState(State):
 
 
 class GatedMix(nn.Module):
-    """V' = V + act(x W_a) * V_tap, W_a per consuming layer: [C, d_model, N_kv or 1]."""
+    """V' = V + act(x W_a + b_a) * V_tap, W_a per consuming layer: [C, d_model, N_kv or 1], b_a [C, N_kv
+    or 1] with `gate_bias` (else none)."""
 
     def __init__(self, cfg: ValueResidualConfig, n_consumers: int, d_model: int, n_kv: int):
         super().__init__()
         self.cfg = cfg
         width = n_kv if cfg.granularity == "token_head" else 1
         self.weight = nn.Parameter(torch.empty(n_consumers, d_model, width))
+        self.bias = nn.Parameter(torch.empty(n_consumers, width)) if cfg.gate_bias else None
         self.act = ACTIVATIONS[cfg.activation]
         self.reset_parameters()
 
@@ -173,11 +178,15 @@ class GatedMix(nn.Module):
             nn.init.zeros_(self.weight)
         else:
             nn.init.normal_(self.weight, std=self.cfg.gate_init_std)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
 
     def forward(self, j: int, v, x, v_tap, gate_hook=None, logits=None):
         """logits: x W_a when the attention computed them with Q, K, V (one GEMM)."""
         if logits is None:
             logits = x @ self.weight[j]  # [B, T, D] @ [D, width] -> [B, T, width]
+        if self.bias is not None:
+            logits = logits + self.bias[j]
         gate = self.act(logits)
         if gate_hook is not None:
             gate = gate_hook(gate)
@@ -185,6 +194,8 @@ class GatedMix(nn.Module):
 
     def make_neutral_(self) -> bool:
         self.weight.zero_()
+        if self.bias is not None:
+            self.bias.zero_()
         return self.cfg.activation in ZERO_AT_ZERO
 
 
@@ -269,9 +280,9 @@ class ValueResidual(ResidualDesign):
         return ValueResidualState(h=h0, gates={} if record_gates else None)
 
     def value_input_weight(self, layer: int):
-        """W_a^T of a gated consumer: its gate logits come out of the QKV GEMM. A separate
-        [D, N_kv] GEMM is a thin, slow one: mini's SATFormer step is 0.45% faster this way
-        (30 paired rounds, one thread), the same peak memory."""
+        """W_a^T of a gated consumer: its gate logits come out of the QKV GEMM, because a separate
+        [D, N_kv] GEMM is a thin one that uses the hardware poorly; riding along costs no memory
+        (the stacked weight is rebuilt in backward). Figures: docs/bench/backbone.md."""
         j = self.slot.get(layer)
         return self.mix.weight[j].t() if self.has_gates and j is not None else None
 
@@ -291,7 +302,7 @@ class ValueResidual(ResidualDesign):
     def expected_param_count(self) -> int:
         cfg, m, c = self.cfg, self.model_cfg, len(self.consumers)
         if cfg.mode == "gated":
-            return c * m.d_model * (m.n_kv_heads if cfg.granularity == "token_head" else 1)
+            return c * (m.d_model + cfg.gate_bias) * (m.n_kv_heads if cfg.granularity == "token_head" else 1)
         width = m.n_kv_heads if cfg.granularity == "head" else 1
         if cfg.coefficient == "fixed":
             return 0

@@ -27,6 +27,8 @@ DESIGN_EXAMPLES = [
         "satformer_softmax_sigmoid_tap2",
         {"kind": "value_residual", "activation": "softmax_sigmoid", "tap_layer": 2},
     ),
+    ("satformer_gate_bias", {"kind": "value_residual", "gate_bias": True}),
+    ("satformer_token_gate_bias", {"kind": "value_residual", "granularity": "token", "gate_bias": True}),
     ("satformer_token_sigmoid", {"kind": "value_residual", "granularity": "token", "activation": "sigmoid"}),
     (
         "satformer_tap2_last1",
@@ -56,6 +58,10 @@ DESIGN_EXAMPLES = [
     ("hc_dynamic_n4", {"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 4}),
     ("hc_dynamic_n4_out_proj_inv_sqrt_n", {"kind": "hyper_connections", "out_proj_scale": "inv_sqrt_n"}),
     ("hc_dynamic_n2_layernorm", {"kind": "hyper_connections", "expansion_rate": 2, "norm": "layer"}),
+    (
+        "hc_dynamic_n2_no_tanh_torch_eps",
+        {"kind": "hyper_connections", "expansion_rate": 2, "use_tanh": False, "norm_eps": "torch_default"},
+    ),
     ("hc_dynamic_n2_per_block", {"kind": "hyper_connections", "expansion_rate": 2, "stream_index": "block"}),
 ]
 

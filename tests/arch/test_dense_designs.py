@@ -309,25 +309,35 @@ def hand_norm(h, weight, bias, eps=1e-6):
     return centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + eps) * weight + bias
 
 
-@pytest.mark.parametrize("norm", ["rms", "layer"])
-def test_hc_dynamic_width_and_depth_match_the_paper_equations(norm):
-    design = make(
-        {"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 3, "norm": norm}
-    ).residual
+@pytest.mark.parametrize(
+    ("norm", "norm_eps", "use_tanh", "eps"),
+    [
+        ("rms", "model", True, 1e-6),
+        ("layer", "model", True, 1e-6),
+        ("rms", "model", False, 1e-6),  # the official use_tanh: false
+        ("rms", "torch_default", True, torch.finfo(torch.float32).eps),  # nn.RMSNorm(eps=None)
+        ("layer", "torch_default", False, 1e-5),  # nn.LayerNorm's default
+    ],
+)
+def test_hc_dynamic_width_and_depth_match_the_paper_equations(norm, norm_eps, use_tanh, eps):
+    residual = {"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 3, "norm": norm}
+    design = make({**residual, "norm_eps": norm_eps, "use_tanh": use_tanh}).residual
     randomise_(design)
     assert (design.norm_bias is not None) == (norm == "layer")
     g = torch.Generator().manual_seed(0)
-    h = torch.randn(2, 5, 3, 32, generator=g)
+    h = torch.randn(2, 5, 3, 32, generator=g) * torch.logspace(-4, 0, 3).view(3, 1)  # small: eps shows
     out = torch.randn(2, 5, 32, generator=g)
     state = design.begin(torch.zeros(2, 5, 32))
     state.h = h
     x = design.mlp_input(1, state)  # wrapper 3
     design.add_mlp(1, state, out)
     s = 3
-    h_bar = hand_norm(h, design.norm_weight[s], None if design.norm_bias is None else design.norm_bias[s])
-    alpha = design.alpha_scale[s] * torch.tanh(torch.einsum("btnd,dm->btnm", h_bar, design.alpha_fn[s]))
+    bias = None if design.norm_bias is None else design.norm_bias[s]
+    h_bar = hand_norm(h, design.norm_weight[s], bias, eps)
+    squash = torch.tanh if use_tanh else (lambda x: x)
+    alpha = design.alpha_scale[s] * squash(torch.einsum("btnd,dm->btnm", h_bar, design.alpha_fn[s]))
     alpha = alpha + design.static_alpha[s]  # [B, T, n, n+1]
-    beta = design.beta_scale[s] * torch.tanh(torch.einsum("btnd,d->btn", h_bar, design.beta_fn[s, :, 0]))
+    beta = design.beta_scale[s] * squash(torch.einsum("btnd,d->btn", h_bar, design.beta_fn[s, :, 0]))
     beta = beta + design.static_beta[s]  # [B, T, n]
     torch.testing.assert_close(x, torch.einsum("btn,btnd->btd", alpha[..., 0], h))
     expected = torch.einsum("btn,btd->btnd", beta, out) + torch.einsum("btnm,btnd->btmd", alpha[..., 1:], h)

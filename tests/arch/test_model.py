@@ -312,3 +312,16 @@ def test_cpu_rmsnorm_is_f_rms_norm_forward_and_backward():
     (wx, ww) = torch.autograd.grad(want, (x32, norm.weight), g)
     assert torch.allclose(got, want, atol=1e-6) and torch.allclose(dx, wx, atol=1e-5)
     assert torch.allclose(dw, ww, atol=1e-5)
+
+
+def test_rotary_tables_survive_a_dtype_cast_of_the_model():
+    """precision bf16-true casts the model: the rotation tables keep fp32 / complex64 (a real cast
+    would drop cis's imaginary part), so a model cast there and back rotates exactly as before."""
+    from arch.layers import Rotary
+
+    rotary = Rotary(8, 16, 10000.0)
+    x = torch.randn(1, 1, 16, 8)
+    expected = rotary(x)
+    rotary.to(torch.bfloat16)
+    assert (rotary.cis.dtype, rotary.cos.dtype) == (torch.complex64, torch.float32)
+    assert torch.equal(rotary.float()(x), expected)

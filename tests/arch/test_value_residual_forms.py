@@ -90,6 +90,32 @@ def test_softmax_gate_is_n_kv_times_the_softmax_over_heads():
     torch.testing.assert_close(out, v + torch.tensor(expected).view(1, 1, 2, 1) * v_tap)
 
 
+def test_gate_bias_adds_b_to_the_logits_zero_at_init_and_in_the_fused_path():
+    """gate_bias (the official value_residual_proj_bias): a = relu(x W_a + b), b = 0 at init."""
+    model = model_with(activation="relu", gate_init="zero", gate_bias=True)
+    mix = model.residual.mix
+    assert mix.bias.shape == (3, 2) and not mix.bias.any()  # 3 consumers x 2 KV heads
+    x = torch.zeros(1, 1, HARNESS_MODEL["d_model"])
+    x[0, 0, 0] = 1.0
+    v, v_tap = torch.randn(1, 1, 2, 4), torch.randn(1, 1, 2, 4)
+    with torch.no_grad():
+        mix.weight[1, 0] = torch.tensor([0.5, -0.25])
+        mix.bias[1] = torch.tensor([0.25, 0.5])
+        out, gate = mix(1, v, x, v_tap)  # relu(0.5 + 0.25) = 0.75, relu(-0.25 + 0.5) = 0.25
+        fused_out, _ = mix(1, v, x, v_tap, logits=x @ mix.weight[1])  # logits from the QKV GEMM
+    assert gate.flatten().tolist() == [0.75, 0.25]
+    torch.testing.assert_close(out, v + torch.tensor([0.75, 0.25]).view(1, 1, 2, 1) * v_tap)
+    torch.testing.assert_close(fused_out, out)
+    assert model.residual.expected_param_count() == 3 * (HARNESS_MODEL["d_model"] + 1) * 2
+
+
+def test_gate_bias_is_gated_only():
+    with pytest.raises(ConfigError, match=r"model\.residual\.gate_bias: applies only to mode 'gated'"):
+        ModelConfig.from_dict(
+            {**HARNESS_MODEL, "residual": {"kind": "value_residual", "mode": "static", "gate_bias": True}}
+        )
+
+
 def test_softmax_sigmoid_gate_is_the_softmax_times_each_heads_sigmoid():
     z = [0.5, -0.25]
     _, gate, _, _ = head_gate("softmax_sigmoid", z)

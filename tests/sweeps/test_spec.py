@@ -174,3 +174,21 @@ def test_samplers_are_one_registry_that_validation_and_optuna_read(tmp_path):
         assert isinstance(sampler, getattr(optuna.samplers, entry.optuna))
     with pytest.raises(ConfigError, match=r"sampler.population_size: applies only to nsga2, not tpe"):
         load_study(write(tmp_path / "s.yaml", BASE + "sampler: {kind: tpe, population_size: 4}\n"))
+
+
+@pytest.mark.parametrize(
+    ("residual", "key", "other"),
+    [
+        ("{kind: value_residual}", "gate_bias", "true"),
+        ("{kind: hyper_connections}", "use_tanh", "false"),
+        ("{kind: hyper_connections}", "norm_eps", "torch_default"),
+    ],
+)
+def test_keys_added_later_leave_fingerprints_at_their_defaults_alone(tmp_path, residual, key, other):
+    """A study run before a key existed resumes: at its default the key is not in the fingerprint."""
+    text = BASE.replace("space:\n  model.residual.kind: [none, value_residual]\n", "")
+    study = load_study(write(tmp_path / "s.yaml", text), [f"trial.model.residual={residual}"])
+    assert f"trial.model.residual.{key}" not in study.fingerprint()
+    sets = [f"trial.model.residual={residual}", f"trial.model.residual.{key}={other}"]
+    changed = load_study(write(tmp_path / "s.yaml", text), sets)
+    assert f"trial.model.residual.{key}" in changed.fingerprint()

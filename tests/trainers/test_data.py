@@ -13,7 +13,7 @@ from trainers.data.corpora import CorpusUnavailable, load_corpus
 from trainers.data.mqar import IGNORE, MQARDataModule, generate
 from trainers.data.shards import open_shards
 from trainers.data.text import TextDataModule, split, tokenized_corpus, unigram_entropy
-from trainers.data.windows import WindowSampler
+from trainers.data.windows import ChunkBatches, WindowSampler
 from trainers.prepare import main as prepare_main
 
 
@@ -123,6 +123,45 @@ def test_window_sampler_spans_several_arrays():
     assert ((starts <= 5) | ((starts >= 100) & (starts <= 125))).all()
     assert (starts < 10).any() and (starts >= 100).any()
     assert (np.diff(rows.numpy(), axis=1) == 1).all()  # windows never straddle two arrays
+
+
+def test_chunks_are_non_overlapping_shuffled_and_each_seen_once_an_epoch():
+    # arrays of 13 and 9 tokens, seq_len 4: chunks start at 0, 4, 8 and at 100, 104 ((n - 1) // 4 each)
+    arrays = [np.arange(0, 13), np.arange(100, 109)]
+    batches = ChunkBatches(arrays, seq_len=4, batch_size=2, length=5, seed=0)
+    assert batches.chunks == 5
+    rows = [batches[i] for i in range(5)]  # 10 chunks: two epochs
+    starts = [int(x[r, 0]) for x, _ in rows for r in range(2)]
+    assert sorted(starts[:5]) == sorted(starts[5:]) == [0, 4, 8, 100, 104]  # each once an epoch
+    assert starts[:5] != [0, 4, 8, 100, 104] and starts[:5] != starts[5:]  # shuffled, per epoch
+    for x, y in rows:
+        assert x.shape == y.shape == (2, 4) and (x[:, 1:] == y[:, :-1]).all()
+        assert (y[:, -1] == x[:, -1] + 1).all()  # the last target: the next chunk's first token
+    again = ChunkBatches(arrays, seq_len=4, batch_size=2, length=5, seed=0)
+    assert all((again[i][0] == rows[i][0]).all() for i in (4, 1))  # by seed and index, any order
+    other = ChunkBatches(arrays, seq_len=4, batch_size=2, length=5, seed=1)
+    assert [int(other[i][0][r, 0]) for i in range(3) for r in range(2)][:5] != starts[:5]
+
+
+def test_chunks_order_is_a_token_data_option(tmp_path):
+    from arch.configtree import ConfigError
+    from trainers.config import TokenDataConfig
+    from trainers.data.shards import TokenDataModule
+
+    out = tmp_path / "shards"
+    out.mkdir()
+    np.arange(0, 41, dtype=np.uint16).tofile(out / "train_000.bin")
+    np.arange(0, 21, dtype=np.uint16).tofile(out / "val_000.bin")
+    (out / "meta.json").write_text(json.dumps({"vocab_size": 64, "dtype": "uint16"}))
+    cfg = TokenDataConfig(path=str(out), seq_len=4, order="chunks")
+    dm = TokenDataModule(cfg, batch_size=2, train_batches=3, val_batches=2, seed=0)
+    dm.setup()
+    assert isinstance(dm.train_set, ChunkBatches) and isinstance(dm.val_set, ChunkBatches)
+    assert {int(s) % 4 for s in dm.train_set[0][0][:, 0]} == {0}  # starts on multiples of seq_len
+    with pytest.raises(ConfigError, match=r"data\.order: given 'shuffled'; allowed: windows, chunks"):
+        from trainers.config import TrialConfig
+
+        TrialConfig.from_dict({"data": {"kind": "tokens", "path": str(out), "order": "shuffled"}})
 
 
 def test_unigram_entropy():

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 
+import lightning.pytorch as pl
 import pytest
+import torch
 
 from tests.trainers.conftest import GATED, STATIC_LEARNED, LossHistory
 from trainers import METRICS, TrainingDiverged, TrialConfig, fit
@@ -113,3 +115,29 @@ def test_checkpoint_only_when_asked(tiny_tree, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # nothing written to the cwd
     fit(tiny_tree(train={"tokens": 3 * 4 * 32}), checkpoint_path=tmp_path / "final.ckpt")
     assert (tmp_path / "final.ckpt").is_file()
+
+
+def test_bf16_mixed_clips_gradients_with_the_fused_optimizer(tiny_tree):
+    """Lightning's bf16-mixed refuses gradient clipping with a fused AdamW (a guard for fp16's
+    scaler): what every CUDA trial (precision auto) runs. The module clips itself."""
+    tree = tiny_tree(train={"tokens": 3 * 4 * 32, "precision": "bf16-mixed", "grad_clip": 1.0})
+    assert math.isfinite(fit(TrialConfig.from_dict(tree))["val_loss"])
+
+
+def test_bf16_true_trains_the_model_in_bf16(tiny_tree):
+    """precision bf16-true (the SATFormer code's pure bf16): weights, gradients and AdamW state in
+    bf16, no fp32 master copy; it runs on CPU too, so the path is tested here."""
+    from trainers.module import LanguageModel
+
+    seen = {}
+
+    class Dtypes(pl.Callback):
+        def on_train_batch_end(self, trainer, module: LanguageModel, *args):
+            opt = trainer.optimizers[0]
+            seen["params"] = {p.dtype for p in module.parameters()}
+            seen["state"] = {v.dtype for s in opt.state.values() for v in s.values() if v.dim() > 0}
+
+    tree = tiny_tree(train={"tokens": 3 * 4 * 32, "precision": "bf16-true"})
+    metrics = fit(TrialConfig.from_dict(tree), callbacks=[Dtypes()])
+    assert seen["params"] == {torch.bfloat16} and seen["state"] == {torch.bfloat16}
+    assert math.isfinite(metrics["val_loss"]) and metrics["steps"] == 3

@@ -42,7 +42,7 @@ def open_shards(folder: Path, split: str) -> list[np.memmap]:
 @register_data(TokenDataConfig)
 class TokenDataModule(WindowDataModule):
     def __init__(self, cfg: TokenDataConfig, data_root=None, **kw):
-        super().__init__(seq_len=cfg.seq_len, **kw)
+        super().__init__(seq_len=cfg.seq_len, order=cfg.order, **kw)
         self.folder = Path(cfg.path).expanduser().absolute()
 
     def arrays(self):

@@ -1,8 +1,15 @@
-"""Random windows of `seq_len + 1` tokens over one or more token arrays, as whole batches.
+"""Batches of `seq_len + 1` tokens over one or more token arrays, in one of two orders (`order`):
 
-Batch `i` is drawn by `numpy.random.default_rng([seed, i])`, so it depends only on the seed and
-its index (identical across runs, independent of workers or restarts). Validation uses a fixed
-seed of its own, so every trial (any seed, any design) is evaluated on the same windows.
+- windows: random windows, starting anywhere. Batch `i` is drawn by
+  `numpy.random.default_rng([seed, i])`, so it depends only on the seed and its index.
+- chunks: shuffled non-overlapping chunks, as the SATFormer code reads its data: chunk c of an array
+  starts at token c * seq_len (inputs never overlap; its last target is the next chunk's first
+  token); each epoch is a permutation of every chunk of every array, drawn by
+  `numpy.random.default_rng([seed, epoch])`, and batch `i` takes the next `batch_size` chunks, so
+  no chunk repeats before all were seen. Batch `i` again depends only on the seed and its index.
+
+Either way the batches are identical across runs, independent of workers or restarts. Validation
+uses a fixed seed of its own, so every trial (any seed, any design) is evaluated on the same data.
 """
 
 from __future__ import annotations
@@ -38,6 +45,55 @@ class WindowSampler:
             for w, s in zip(which, starts, strict=True)
         ]
         return torch.from_numpy(np.stack(rows))  # [n, seq_len + 1]
+
+
+class ChunkBatches(Dataset):
+    """`length` batches of (inputs [B, T], targets [B, T]): shuffled non-overlapping chunks of
+    `arrays` (module docstring), epoch after epoch."""
+
+    def __init__(self, arrays: Sequence[np.ndarray], seq_len: int, batch_size: int, length: int, seed: int):
+        self.arrays, self.seq_len, self.batch_size, self.length, self.seed = (
+            list(arrays),
+            seq_len,
+            batch_size,
+            length,
+            seed,
+        )
+        counts = np.array([max(0, (len(a) - 1) // seq_len) for a in self.arrays], dtype=np.int64)
+        if counts.sum() == 0:
+            sizes = [len(a) for a in self.arrays]
+            raise ValueError(f"no chunk of {seq_len + 1} tokens fits in arrays of sizes {sizes}")
+        self.bounds = np.cumsum(counts)
+        self._epochs: dict[int, np.ndarray] = {}
+
+    @property
+    def chunks(self) -> int:
+        return int(self.bounds[-1])
+
+    def __len__(self) -> int:
+        return self.length
+
+    def order(self, epoch: int) -> np.ndarray:
+        """The chunk order of one epoch (the last two are kept: a batch may straddle them)."""
+        if epoch not in self._epochs:
+            self._epochs = {e: p for e, p in self._epochs.items() if e == epoch - 1}
+            self._epochs[epoch] = np.random.default_rng([self.seed, epoch]).permutation(self.chunks)
+        return self._epochs[epoch]
+
+    def __getitem__(self, i: int):
+        flat = np.arange(i * self.batch_size, (i + 1) * self.batch_size, dtype=np.int64)
+        chunk = np.array([self.order(int(f // self.chunks))[f % self.chunks] for f in flat])
+        which = np.searchsorted(self.bounds, chunk, side="right")
+        starts = (chunk - np.concatenate([[0], self.bounds[:-1]])[which]) * self.seq_len
+        rows = [
+            np.asarray(self.arrays[w][s : s + self.seq_len + 1], dtype=np.int64)
+            for w, s in zip(which, starts, strict=True)
+        ]
+        batch = torch.from_numpy(np.stack(rows))
+        return batch[:, :-1], batch[:, 1:]
+
+
+ORDERS = ("windows", "chunks")
 
 
 class WindowBatches(Dataset):
@@ -103,9 +159,11 @@ class WorkerShare(Dataset):
 class WindowDataModule(LMDataModule):
     """Language modelling over token arrays: subclasses implement `arrays() -> (train, val)`."""
 
-    def __init__(self, seq_len: int, **kw):
+    def __init__(self, seq_len: int, order: str = "windows", **kw):
         super().__init__(**kw)
-        self.seq_len = seq_len
+        if order not in ORDERS:
+            raise ValueError(f"order {order!r}; allowed: {', '.join(ORDERS)}")
+        self.seq_len, self.order = seq_len, order
 
     def arrays(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
         raise NotImplementedError
@@ -114,6 +172,10 @@ class WindowDataModule(LMDataModule):
         if self.train_set is not None:
             return
         train, val = self.arrays()
+        if self.order == "chunks":
+            self.train_set = ChunkBatches(train, self.seq_len, self.batch_size, self.train_batches, self.seed)
+            self.val_set = ChunkBatches(val, self.seq_len, self.batch_size, self.val_batches, VAL_SEED)
+            return
         self.train_set = WindowBatches(
             WindowSampler(train, self.seq_len), self.batch_size, self.train_batches, self.seed
         )

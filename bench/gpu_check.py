@@ -1,0 +1,317 @@
+"""`python -m bench.gpu_check` (`make gpu-check`): the CUDA paths of the project, checked in one run
+of at most five minutes on one GPU. None of them has run on a GPU before this script: CPU tests
+cover everything else. It prints one table and exits 0 when every check passed, 1 when one failed
+(or the time budget cut it short), 2 on a machine without CUDA (nothing is run there).
+
+Checks, in order (`CHECKS`):
+- trials: a short training trial (trainers.fit, precision bf16-true, synthetic token shards) per
+  design family at presets mini and small; tokens/s as ratios to the baseline and to SATFormer (the
+  paper's throughput table at small scale: Hyper-Connections and MUDDFormer against SATFormer);
+- memory: one SATFormer training step (fp32, the same model, batch and seed) measured by the CUDA
+  allocator and by the CPU meter (the profiler's allocation events, what every CPU figure of this
+  project uses), side by side; they should agree up to kernel workspaces (`MEMORY_TOLERANCE`);
+- precision: bf16-true against bf16-mixed on the same SATFormer small trial (tokens/s, peak
+  memory; bf16-true's parameters must take half the bytes: the cast really happened);
+- ray: a two-trial study through `python -m sweeps.launch` on local Ray with `gpus: 1` a trial;
+- compile: eager against `train.compile` on the same SATFormer mini trial (tokens/s, val_loss).
+Not checked: NCCL (data parallelism needs two GPUs; NCCL refuses two ranks on one device).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BUDGET_S = 300.0  # the whole run, on one GPU
+NEEDS_CUDA = "bench.gpu_check needs CUDA: torch sees no CUDA device on this machine (nothing was run)"
+EXIT_FAILED, EXIT_NO_CUDA = 1, 2
+MEMORY_TOLERANCE = 0.15  # |allocator / CPU meter - 1| above this fails the memory check
+VOCAB = 32000
+# label -> the model preset and batch shape of its trials
+SCALES = {
+    "mini": {"preset": "mini", "seq_len": 256, "batch_size": 16},
+    "small": {"preset": "small", "seq_len": 1024, "batch_size": 8},
+}
+STEPS = 30  # optimizer steps of a trial (the throughput meter skips the first ones)
+# The paper study's forms of each family (studies/paper/base.yaml).
+FAMILIES = {
+    "baseline": {"kind": "none"},
+    "resformer": {
+        "kind": "value_residual",
+        "mode": "static",
+        "granularity": "layer",
+        "coefficient": "softmax",
+    },
+    "satformer": {
+        "kind": "value_residual",
+        "mode": "gated",
+        "granularity": "token_head",
+        "activation": "relu",
+    },
+    "denseformer": {"kind": "denseformer", "dilation": 1, "period": 1},
+    "muddformer": {"kind": "muddformer", "preset": "satformer_paper"},
+    "hyper_connections": {
+        "kind": "hyper_connections",
+        "expansion_rate": 4,
+        "mode": "dynamic",
+        "norm_eps": "torch_default",
+        "out_proj_scale": "inv_sqrt_n",
+    },
+}
+
+
+@dataclasses.dataclass
+class Result:
+    check: str
+    name: str
+    ok: bool
+    values: dict[str, str] = dataclasses.field(default_factory=dict)
+    note: str = ""
+
+
+# --- pure helpers (tested on CPU) ---------------------------------------------------------------
+
+
+def ratio(value: float, reference: float) -> str:
+    return f"{value / reference:.3f}x" if reference and math.isfinite(value) else "-"
+
+
+def format_table(results: list[Result]) -> str:
+    """One row per result: check, name, status, then its values as key=value, then the note."""
+    rows = [("check", "name", "status", "values")]
+    for r in results:
+        values = "  ".join(f"{k}={v}" for k, v in r.values.items())
+        rows.append((r.check, r.name, "ok" if r.ok else "FAILED", f"{values}  {r.note}".strip()))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
+             for row in rows]  # fmt: skip
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def exit_code(results: list[Result]) -> int:
+    return 0 if results and all(r.ok for r in results) else EXIT_FAILED
+
+
+def trial_tree(residual: dict, scale: str, shards: str, **train) -> dict:
+    shape = SCALES[scale]
+    tokens = STEPS * shape["batch_size"] * shape["seq_len"]
+    return {
+        "seed": 0,
+        "model": {"preset": shape["preset"], "vocab_size": VOCAB, "residual": residual},
+        "data": {"kind": "tokens", "path": shards, "seq_len": shape["seq_len"]},
+        "train": {
+            "tokens": tokens,
+            "batch_size": shape["batch_size"],
+            "lr": 1e-3,
+            "warmup_frac": 0.1,
+            "eval_every": 1000,
+            "eval_batches": 2,
+            "precision": "bf16-true",
+            **train,
+        },
+    }
+
+
+def two_trial_study(shards: str, out: str) -> dict:
+    """The study the ray check launches: baseline and SATFormer at mini, one GPU a trial."""
+    tree = trial_tree(FAMILIES["baseline"], "mini", shards)
+    del tree["model"]["residual"]
+    return {
+        "name": "gpu_check_ray",
+        "trial": tree,
+        "space": {"model.residual": {"choices": {k: FAMILIES[k] for k in ("baseline", "satformer")}}},
+        "sampler": {"kind": "grid"},
+        "backend": "ray",
+        "ray": {"num_cpus": 4, "num_gpus": 1},
+        "resources": {"cpus": 2, "gpus": 1},
+        "max_concurrent": 1,
+        "probe": {"rounds": 1, "steps": 1},
+        "output": {"dir": f"{out}/results", "mlflow_uri": f"sqlite:///{out}/mlflow.db", "checkpoints": False},
+    }
+
+
+# --- the checks (CUDA) --------------------------------------------------------------------------
+
+
+def write_shards(folder: Path) -> str:
+    """Random token shards in the layout trainers.data.shards reads (speed and memory do not
+    depend on the text)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", 4_000_000), ("val", 200_000)):
+        rng.integers(0, VOCAB, n, dtype=np.uint16).tofile(folder / f"{split}_000.bin")
+    (folder / "meta.json").write_text(json.dumps({"vocab_size": VOCAB, "dtype": "uint16"}))
+    return str(folder)
+
+
+def _fit(tree: dict) -> dict[str, float]:
+    from trainers import TrialConfig, fit
+
+    return fit(TrialConfig.from_dict(tree))
+
+
+def check_trials(shards: str) -> list[Result]:
+    out = []
+    for scale in SCALES:
+        metrics = {}
+        for family, residual in FAMILIES.items():
+            try:
+                metrics[family] = _fit(trial_tree(residual, scale, shards))
+            except Exception as err:  # noqa: BLE001  (reported in the table, the run goes on)
+                out.append(Result("trials", f"{scale}/{family}", False, note=f"{type(err).__name__}: {err}"))
+        base = metrics.get("baseline", {}).get("train_tokens_per_s", 0.0)
+        sat = metrics.get("satformer", {}).get("train_tokens_per_s", 0.0)
+        for family, m in metrics.items():
+            speed, loss = m.get("train_tokens_per_s", math.nan), m.get("val_loss", math.nan)
+            values = {
+                "tok/s": f"{speed:.0f}",
+                "vs_baseline": ratio(speed, base),
+                "vs_satformer": ratio(speed, sat),
+                "peak_MiB": f"{m.get('peak_mem_mb', math.nan):.0f}",
+                "val_loss": f"{loss:.3f}",
+            }
+            out.append(Result("trials", f"{scale}/{family}", math.isfinite(loss) and speed > 0, values))
+    return out
+
+
+def step_peak(device: str) -> int:
+    """Peak bytes of SATFormer mini's second fp32 training step on `device`, by the project's meter."""
+    import torch
+
+    from trainers.costs import StepMemoryMeter, synthetic_step
+
+    shape = SCALES["mini"]
+    model = {"preset": shape["preset"], "vocab_size": VOCAB, "residual": FAMILIES["satformer"]}
+    meter = StepMemoryMeter(torch.device(device))
+    built = synthetic_step(
+        model, shape["batch_size"], shape["seq_len"], torch.device(device), mark=meter.backward_starts
+    )
+    built.step()  # optimizer state, allocator warm-up
+    meter.start(built.model, built.optimizer, [built.tokens])
+    built.step()
+    return meter.stop().peak
+
+
+def check_memory(shards: str) -> list[Result]:
+    cuda, cpu = step_peak("cuda"), step_peak("cpu")
+    ok = abs(cuda / cpu - 1) <= MEMORY_TOLERANCE
+    values = {
+        "allocator_MiB": f"{cuda / 2**20:.1f}",
+        "cpu_meter_MiB": f"{cpu / 2**20:.1f}",
+        "ratio": ratio(cuda, cpu),
+    }
+    return [Result("memory", "mini/satformer fp32 step", ok, values, f"tolerance {MEMORY_TOLERANCE:.0%}")]
+
+
+def _paired(check: str, name: str, trees: dict[str, dict]) -> tuple[Result, dict | None, dict | None]:
+    """Two trials of one design (two labels -> trees): the second's ratios to the first, and both
+    trials' metrics (None when one failed)."""
+    runs = {}
+    for label, tree in trees.items():
+        try:
+            runs[label] = _fit(tree)
+        except Exception as err:  # noqa: BLE001  (reported in the table, the run goes on)
+            return Result(check, f"{name} {label}", False, note=f"{type(err).__name__}: {err}"), None, None
+    (a, ma), (b, mb) = runs.items()
+    values = {
+        f"{a}_tok/s": f"{ma['train_tokens_per_s']:.0f}",
+        f"{b}_tok/s": f"{mb['train_tokens_per_s']:.0f}",
+        f"{b}/{a}_speed": ratio(mb["train_tokens_per_s"], ma["train_tokens_per_s"]),
+        f"{b}/{a}_peak": ratio(mb["peak_mem_mb"], ma["peak_mem_mb"]),
+        "val_loss": f"{ma['val_loss']:.3f} / {mb['val_loss']:.3f}",
+    }
+    ok = all(math.isfinite(m["val_loss"]) for m in (ma, mb))
+    return Result(check, name, ok, values), ma, mb
+
+
+def check_precision(shards: str) -> list[Result]:
+    trees = {
+        p: trial_tree(FAMILIES["satformer"], "small", shards, precision=p)
+        for p in ("bf16-mixed", "bf16-true")
+    }
+    result, mixed, true = _paired("precision", "small/satformer", trees)
+    if mixed is not None:
+        halved = abs(true["mem_params_mb"] * 2 / mixed["mem_params_mb"] - 1) < 0.01
+        result.ok = result.ok and halved
+        result.note = "bf16-true params: half the bytes" if halved else "bf16-true params NOT half: no cast?"
+    return [result]
+
+
+def check_compile(shards: str) -> list[Result]:
+    trees = {
+        mode: trial_tree(FAMILIES["satformer"], "mini", shards, compile=mode == "compiled")
+        for mode in ("eager", "compiled")
+    }
+    return [_paired("compile", "mini/satformer", trees)[0]]
+
+
+def check_ray(shards: str) -> list[Result]:
+    import yaml
+
+    with tempfile.TemporaryDirectory(prefix="gpu_check_ray_") as out:
+        path = Path(out) / "study.yaml"
+        path.write_text(yaml.safe_dump(two_trial_study(shards, out), sort_keys=False))
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "sweeps.launch", str(path)], cwd=REPO,
+                              capture_output=True, text=True, timeout=max(30.0, remaining()))  # fmt: skip
+        took = time.perf_counter() - start
+    tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or [""]
+    note = "" if done.returncode == 0 else f"exit {done.returncode}: {tail[0]}"
+    return [Result("ray", "2 trials, gpus: 1", done.returncode == 0, {"wall_s": f"{took:.0f}"}, note)]
+
+
+CHECKS: list[tuple[str, Callable[[str], list[Result]]]] = [
+    ("trials", check_trials),
+    ("memory", check_memory),
+    ("precision", check_precision),
+    ("ray", check_ray),
+    ("compile", check_compile),
+]
+
+_START = time.perf_counter()
+
+
+def remaining() -> float:
+    return BUDGET_S - (time.perf_counter() - _START)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    if not torch.cuda.is_available():
+        print(NEEDS_CUDA, file=sys.stderr)
+        return EXIT_NO_CUDA
+    global _START
+    _START = time.perf_counter()
+    device = torch.cuda.get_device_name(0)
+    print(f"bench.gpu_check on {device}, torch {torch.__version__}, budget {BUDGET_S:.0f} s", flush=True)
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="gpu_check_") as tmp:
+        shards = write_shards(Path(tmp) / "shards")
+        for name, check in CHECKS:
+            if remaining() <= 0:
+                results.append(Result(name, "-", False, note="not run: the time budget is spent"))
+                continue
+            try:
+                results.extend(check(shards))
+            except Exception as err:  # noqa: BLE001  (one broken check does not hide the others)
+                results.append(Result(name, "-", False, note=f"{type(err).__name__}: {err}"))
+            print(f"  {name} done at {BUDGET_S - remaining():.0f} s", flush=True)
+    print(format_table(results))
+    code = exit_code(results)
+    print("all checks passed" if code == 0 else "FAILED: see the rows marked FAILED")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,116 @@
+"""bench.gpu_check on a machine without CUDA: the refusal (exit 2, the message), the pure helpers,
+the study its ray check launches, and its trial and precision checks at a toy size on CPU (the
+Python around the CUDA paths; the CUDA paths themselves need a GPU)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench import gpu_check
+from bench.gpu_check import NEEDS_CUDA, Result, exit_code, format_table
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_without_cuda_it_says_so_and_exits_2():
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.gpu_check"], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert NEEDS_CUDA in done.stderr and "needs CUDA" in NEEDS_CUDA and done.stdout == ""
+
+
+def test_the_checks_and_their_order():
+    assert [name for name, _ in gpu_check.CHECKS] == ["trials", "memory", "precision", "ray", "compile"]
+    assert list(gpu_check.FAMILIES) == [
+        "baseline",
+        "resformer",
+        "satformer",
+        "denseformer",
+        "muddformer",
+        "hyper_connections",
+    ]
+    assert list(gpu_check.SCALES) == ["mini", "small"] and gpu_check.BUDGET_S <= 300
+
+
+def test_table_and_exit_code():
+    results = [
+        Result("trials", "mini/baseline", True, {"tok/s": "1000", "vs_baseline": "1.000x"}),
+        Result("ray", "2 trials, gpus: 1", False, {"wall_s": "40"}, "exit 1: boom"),
+    ]
+    lines = format_table(results).splitlines()
+    assert lines[0].split() == ["check", "name", "status", "values"]
+    assert lines[1].split() == ["trials", "mini/baseline", "ok", "tok/s=1000", "vs_baseline=1.000x"]
+    assert lines[2].split()[-5:] == ["FAILED", "wall_s=40", "exit", "1:", "boom"]
+    assert lines[1].index("ok") == lines[2].index("FAILED")  # aligned columns
+    assert exit_code(results) == 1 and exit_code(results[:1]) == 0 and exit_code([]) == 1
+
+
+def test_ratio_formats_and_refuses_nothing_to_compare_with():
+    assert gpu_check.ratio(1.5, 1.0) == "1.500x"
+    assert gpu_check.ratio(1.0, 0.0) == "-" and gpu_check.ratio(float("nan"), 1.0) == "-"
+
+
+@pytest.fixture
+def shards(tmp_path):
+    return gpu_check.write_shards(tmp_path / "shards")
+
+
+def test_the_ray_check_launches_a_valid_two_trial_study_with_a_gpu_each(shards, tmp_path):
+    from sweeps.spec import load_study
+
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(gpu_check.two_trial_study(shards, str(tmp_path))))
+    study = load_study(path)
+    assert study.n_runs() == 2 and study.backend == "ray" and study.resources.gpus == 1
+    assert study.base.train.precision == "bf16-true"
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    toy_shape = {"preset": "tiny", "seq_len": 32, "batch_size": 2}
+    monkeypatch.setattr(gpu_check, "SCALES", {"mini": toy_shape, "small": toy_shape})
+    monkeypatch.setattr(gpu_check, "STEPS", 2)
+
+
+def test_every_trial_of_the_check_is_a_valid_config(shards):
+    from trainers.config import TrialConfig
+
+    for scale in gpu_check.SCALES:
+        for residual in gpu_check.FAMILIES.values():
+            cfg = TrialConfig.from_dict(gpu_check.trial_tree(residual, scale, shards))
+            assert cfg.model.residual.kind == residual["kind"] and cfg.train.precision == "bf16-true"
+            assert cfg.max_steps == gpu_check.STEPS
+
+
+def trials_at_toy_size(shards, families, monkeypatch):
+    monkeypatch.setattr(gpu_check, "SCALES", {"mini": gpu_check.SCALES["mini"]})
+    monkeypatch.setattr(gpu_check, "FAMILIES", {f: gpu_check.FAMILIES[f] for f in families})
+    results = gpu_check.check_trials(shards)
+    assert [r.name for r in results] == [f"mini/{family}" for family in families]
+    assert all(r.ok for r in results), format_table(results)
+    assert {r.values["vs_baseline"] for r in results if r.name.endswith("/baseline")} == {"1.000x"}
+    assert {r.values["vs_satformer"] for r in results if r.name.endswith("/satformer")} == {"1.000x"}
+
+
+def test_trials_check_at_a_toy_size(toy, shards, monkeypatch):
+    trials_at_toy_size(shards, ["baseline", "satformer"], monkeypatch)
+
+
+@pytest.mark.slow
+def test_trials_check_runs_every_family_at_a_toy_size(toy, shards, monkeypatch):
+    trials_at_toy_size(shards, list(gpu_check.FAMILIES), monkeypatch)
+
+
+def test_precision_check_sees_bf16_true_halve_the_parameters(toy, shards):
+    (result,) = gpu_check.check_precision(shards)
+    assert result.ok and "half" in result.note, format_table([result])
+
+
+def test_memory_meter_step_runs_on_cpu(toy):
+    assert gpu_check.step_peak("cpu") > 0
