@@ -22,7 +22,6 @@ searcher frees the placement group of one that Tune stopped.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -165,7 +164,7 @@ def on_training_thread(fn, *args, **kwargs):
 def trainable(config: dict, fit=None) -> None:
     from ray import tune
 
-    task = TrialTask(**config["task"])
+    task: TrialTask = config["task"]
     tag_node(task)
     if task.workers > 1 and fit is None:  # data-parallel: Ray Train's workers, reporting through it
         from sweeps.backends.ray_train import fit_on_ray_train
@@ -227,7 +226,7 @@ def _searcher_class():
             task = self.driver.begin(run)
             self.runs[trial_id] = run
             self.asked += 1
-            return {"task": dataclasses.asdict(task)}
+            return {"task": task}  # the frozen task itself: the worker parses nothing
 
         def on_trial_result(self, trial_id: str, result: dict) -> None:
             # A Ray Train trial's last intermediate report can reach Tune after the trial's final
@@ -388,8 +387,8 @@ def run(plan, driver, concurrency: int, fit=None) -> None:
             scheduler=scheduler,
             num_samples=limit,
             reuse_actors=reuse,
-            trial_name_creator=lambda t: f"trial_{t.config['task']['number']:03d}",
-            trial_dirname_creator=lambda t: f"trial_{t.config['task']['number']:03d}",
+            trial_name_creator=lambda t: f"trial_{t.config['task'].number:03d}",
+            trial_dirname_creator=lambda t: f"trial_{t.config['task'].number:03d}",
         ),
         run_config=tune.RunConfig(
             name=f"launch-{plan.launch}",

@@ -26,7 +26,7 @@ def test_fit_s_and_logging_s_time_the_fit_call_and_the_launchers_work_inside_it(
             logger.log_metrics({"val_loss": 2.0}, step=1)
         return {"val_loss": 2.0}
 
-    task = TrialTask(number=0, run_id=run.info.run_id, tracking_uri=uri, resolved=config.to_dict())
+    task = TrialTask(number=0, run_id=run.info.run_id, tracking_uri=uri, config=config)
     outcome = execute(task, report=lambda metrics: time.sleep(0.1), fit=fit)
     assert outcome.status == "ok", outcome.error
     m = outcome.metrics
