@@ -1,6 +1,6 @@
 """Data-parallel trials on Ray: one Tune trial drives a Ray Train `TorchTrainer` of k workers.
 
-The Tune trial (`sweeps.backends.ray.trainable`) only drives: it holds (almost) no resources; its
+The Tune trial (`sweeps.backends.ray_trainable.trainable`) only drives: it holds (almost) no resources; its
 k workers each get the study's `resources.cpus` / `resources.gpus` from Ray, on whichever nodes
 have them, in the process group Ray Train makes (gloo on CPU, nccl on GPU). Every worker runs
 `trainers.fit.fit_process` with Ray's Lightning strategy and environment, under the semantics of
