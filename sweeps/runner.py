@@ -44,7 +44,7 @@ class Driver:
             number=run.number,
             run_id=run_id,
             tracking_uri=self.tracker.uri,
-            resolved=resolved,
+            config=config,
             data_root=self.plan.study.output.data_root,
             keep_checkpoint=self.plan.study.output.checkpoints,
             timeout_s=self.plan.study.trial_timeout(config, expected.get(TOKENS_PER_S)),

@@ -195,12 +195,16 @@ def point_name(point: Mapping) -> str:
     return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in point.items()) or "base"
 
 
-def get_path(tree: Mapping, path: str):
+def get_path(tree, path: str):
+    """The value at `path` in a plain tree or a config object (its dataclass fields); _ABSENT if none."""
     node: Any = tree
     for key in path.split("."):
-        if not isinstance(node, Mapping) or key not in node:
+        if isinstance(node, Mapping) and key in node:
+            node = node[key]
+        elif dataclasses.is_dataclass(node) and key in {f.name for f in dataclasses.fields(node)}:
+            node = getattr(node, key)
+        else:
             return _ABSENT
-        node = node[key]
     return node
 
 
@@ -210,8 +214,8 @@ _ABSENT = object()
 class SearchSpace:
     """An ordered mapping of parameter name (a trial key path) -> Param, over one base trial tree.
 
-    `resolve(tree)` returns the trial tree with every default filled in (None when the tree does
-    not parse); `when:` conditions on paths that are not parameters read from it. The space never
+    `resolve(point)` returns the point's resolved trial config, every default filled in (None when
+    it does not parse); `when:` conditions on paths that are not parameters read from it. The space never
     sees a point without its base, so the grid is the same wherever it is asked for.
     """
 
@@ -317,7 +321,7 @@ class SearchSpace:
             tree = self.apply(point)
             value = get_path(tree, path)
             if value is _ABSENT and self.resolve is not None:
-                resolved = self.resolve(tree)
+                resolved = self.resolve(point)
                 value = _ABSENT if resolved is None else get_path(resolved, path)
             return None if value is _ABSENT else value
 

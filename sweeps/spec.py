@@ -273,7 +273,7 @@ class Study:
 
     @functools.cached_property
     def search_space(self) -> SearchSpace:
-        return SearchSpace(self.space, self.trial, resolve=_resolved_tree)
+        return SearchSpace(self.space, self.trial, resolve=self._resolved_config)
 
     @functools.cached_property
     def grid(self) -> list[dict]:
@@ -302,6 +302,13 @@ class Study:
 
             cfg = self._point_configs[pid] = TrialConfig.from_dict(self.search_space.apply(point))
         return cfg if seed is None else dataclasses.replace(cfg, seed=seed)
+
+    def _resolved_config(self, point: dict):
+        """The point's trial config, or None when it does not parse (for `when:` look-ups)."""
+        try:
+            return self.trial_config(point)
+        except ConfigError:
+            return None
 
     def seed_of(self, repeat: int) -> int:
         return self.base.seed + repeat
@@ -627,16 +634,6 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, str]:
             out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
         return out
     return {prefix: json.dumps(tree, sort_keys=True, default=str)}
-
-
-def _resolved_tree(tree: Mapping) -> dict | None:
-    """A trial tree with every default filled in (for `when:` on non-parameter paths)."""
-    from trainers.config import TrialConfig
-
-    try:
-        return TrialConfig.from_dict(tree).to_dict()
-    except ConfigError:
-        return None
 
 
 def _check_resources(study: Study) -> list[Issue]:

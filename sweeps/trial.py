@@ -1,4 +1,4 @@
-"""One trial, worker side: resolved tree -> trainers.fit with MLflow logging and progress reports.
+"""One trial, worker side: its TrialConfig -> trainers.fit with MLflow logging and progress reports.
 
 `execute` never raises for a failing trial: divergence (NaN/inf), out-of-memory, a trial that
 runs past its wall-clock limit (`timeout`) and any other error come back as an outcome with a
@@ -23,19 +23,22 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainers.config import TrialConfig
 
 Report = Callable[[dict[str, Any]], None]
 
 
 @dataclasses.dataclass(frozen=True)
 class TrialTask:
-    """Everything a worker needs for one run (plain, picklable)."""
+    """Everything a worker needs for one run (frozen, picklable: it travels to Ray workers as is)."""
 
     number: int
     run_id: str
     tracking_uri: str
-    resolved: dict[str, Any]  # the full trial tree (TrialConfig.to_dict())
+    config: TrialConfig  # the run's resolved trial config (its point and seed)
     data_root: str | None = None
     keep_checkpoint: bool = False  # log the final weights (trainers.records.CHECKPOINT_ARTIFACT)
     timeout_s: float | None = None  # wall-clock limit of the training (None: none)
@@ -44,7 +47,7 @@ class TrialTask:
 
     @property
     def workers(self) -> int:
-        return int(self.resolved.get("train", {}).get("workers", 1))
+        return self.config.train.workers
 
 
 class TrialTimeout(Exception):
@@ -137,12 +140,11 @@ def default_fit():
 
 def execute(task: TrialTask, report: Report | None = None, fit: Callable | None = None) -> Outcome:
     from sweeps.run_logger import TrialLogger
-    from trainers.config import TrialConfig
     from trainers.records import CHECKPOINT_FOLDER, CHECKPOINT_NAME
 
     start = time.time()
     fit = fit or default_fit()
-    config = TrialConfig.from_dict(task.resolved)
+    config = task.config
     logger = TrialLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
     clock = Stopwatch()
     if config.train.workers == 1:  # spawned data-parallel workers pickle the logger: left plain

@@ -27,6 +27,10 @@ import multiprocessing.connection
 import os
 import socket
 import traceback
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainers.config import TrialConfig
 
 # A worker that dies leaves the others waiting in a collective; they give up after this.
 COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=5)
@@ -104,18 +108,20 @@ class WorkerFailed(RuntimeError):
     """A worker process ended without a result (killed, or an error that could not be sent)."""
 
 
-def spawn_fit(config_tree: dict, workers: int, **fit_kwargs) -> dict[str, float]:
-    """Trains on `workers` fresh processes of this machine; returns rank 0's metrics or raises the
+def spawn_fit(cfg: TrialConfig, **fit_kwargs) -> dict[str, float]:
+    """Trains on `cfg.train.workers` fresh processes of this machine (each gets the frozen config,
+    pickled); returns rank 0's metrics or raises the
     first worker's error (a TrainingDiverged stays one). `fit_kwargs` (loggers, callbacks, ...)
     are pickled to the workers. Every worker is stopped when one fails or this call is
     interrupted (the trial's wall-clock limit included)."""
+    workers = cfg.train.workers
     ctx = multiprocessing.get_context("spawn")  # fork would copy this process's threads (MLflow, Ray)
     port = free_port()
     results = ctx.SimpleQueue()
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(rank, workers, port, config_tree, fit_kwargs, results),
+            args=(rank, workers, port, cfg, fit_kwargs, results),
             name=f"satsweep-rank{rank}",
         )
         for rank in range(workers)
@@ -164,16 +170,14 @@ def _collect(procs, results) -> dict[str, float]:
     return metrics
 
 
-def _worker_main(rank: int, workers: int, port: int, config_tree: dict, fit_kwargs: dict, results) -> None:
+def _worker_main(rank: int, workers: int, port: int, cfg: TrialConfig, fit_kwargs: dict, results) -> None:
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(workers),
         NODE_RANK="0", LOCAL_RANK=str(rank), RANK=str(rank),
     )  # fmt: skip
     try:
-        from trainers.config import TrialConfig
         from trainers.fit import fit_process
 
-        cfg = TrialConfig.from_dict(config_tree)
         metrics = fit_process(cfg, **fit_kwargs, lightning=lightning_kwargs(workers))
         close_process_group()
         results.put((rank, "ok", metrics if rank == 0 else None))

@@ -74,7 +74,7 @@ def fit(
         return fit_process(cfg, **kwargs)
     from trainers.distributed import spawn_fit
 
-    return spawn_fit(cfg.to_dict(), cfg.train.workers, **kwargs)
+    return spawn_fit(cfg, **kwargs)
 
 
 def fit_process(

@@ -1,6 +1,6 @@
 """Data-parallel trials on Ray: one Tune trial drives a Ray Train `TorchTrainer` of k workers.
 
-The Tune trial (`sweeps.backends.ray.trainable`) only drives: it holds (almost) no resources; its
+The Tune trial (`sweeps.backends.ray_trainable.trainable`) only drives: it holds (almost) no resources; its
 k workers each get the study's `resources.cpus` / `resources.gpus` from Ray, on whichever nodes
 have them, in the process group Ray Train makes (gloo on CPU, nccl on GPU). Every worker runs
 `trainers.fit.fit_process` with Ray's Lightning strategy and environment, under the semantics of
@@ -16,6 +16,7 @@ run on another node than the Tune trial).
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from pathlib import Path
@@ -43,9 +44,9 @@ def fit_on_ray_train(task, report_to_tune: bool = True):
 
         if callbacks:
             raise ValueError("a Ray Train trial reports through its workers (report_to_tune), not callbacks")
-        tree = config.to_dict()
-        if tree["train"].get("num_threads") is None:  # Ray's share of a node, not the node's cores
-            tree["train"]["num_threads"] = max(1, int(task.worker_cpus))
+        if config.train.num_threads is None:  # Ray's share of a node, not the node's cores
+            train = dataclasses.replace(config.train, num_threads=max(1, int(task.worker_cpus)))
+            config = dataclasses.replace(config, train=train)
         run_callbacks = []
         if report_to_tune:
             from ray.tune.integration.ray_train import TuneReportCallback
@@ -56,7 +57,7 @@ def fit_on_ray_train(task, report_to_tune: bool = True):
             trainer = TorchTrainer(
                 train_worker,
                 train_loop_config={
-                    "tree": tree,
+                    "config": config,
                     "loggers": list(loggers),
                     "data_root": data_root,
                     "checkpoint": checkpoint_path is not None,
@@ -98,12 +99,11 @@ def train_worker(config: dict) -> dict | None:
     import ray.train
 
     from sweeps.trial import report_callback
-    from trainers.config import TrialConfig
     from trainers.errors import TrainingDiverged
     from trainers.fit import fit_process
     from trainers.records import CHECKPOINT_FOLDER, CHECKPOINT_NAME
 
-    cfg = TrialConfig.from_dict(config["tree"])
+    cfg = config["config"]
     rank = ray.train.get_context().get_world_rank()
     tag_worker_nodes(rank, config["tracking_uri"], config["run_id"])
     group = ray.util.get_current_placement_group()

@@ -26,9 +26,21 @@ def test_fit_s_and_logging_s_time_the_fit_call_and_the_launchers_work_inside_it(
             logger.log_metrics({"val_loss": 2.0}, step=1)
         return {"val_loss": 2.0}
 
-    task = TrialTask(number=0, run_id=run.info.run_id, tracking_uri=uri, resolved=config.to_dict())
+    task = TrialTask(number=0, run_id=run.info.run_id, tracking_uri=uri, config=config)
     outcome = execute(task, report=lambda metrics: time.sleep(0.1), fit=fit)
     assert outcome.status == "ok", outcome.error
     m = outcome.metrics
     assert 0.3 <= m["fit_s"] < outcome.wall_s + 1e-6
     assert 0.1 <= m["logging_s"] < m["fit_s"] - 0.2 + 0.05  # the report and the logger call, not the training
+
+
+def test_a_task_travels_to_workers_with_its_frozen_config_as_is():
+    """Backends and workers pass the TrialConfig object itself (pickled), never a dumped tree."""
+    import pickle
+
+    config = TrialConfig.from_dict(
+        {"model": {"preset": "tiny", "residual": {"kind": "value_residual"}}, "data": {"kind": "mqar"}}
+    )
+    task = TrialTask(number=3, run_id="r", tracking_uri="sqlite:///x.db", config=config)
+    again = pickle.loads(pickle.dumps(task))
+    assert again == task and again.config == config and again.workers == 1
