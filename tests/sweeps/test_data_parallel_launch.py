@@ -8,32 +8,29 @@ from optuna.trial import TrialState
 
 from sweeps.launch import launch
 from sweeps.spec import load_study
-from tests.sweeps.helpers import mlflow_runs, optuna_trials, write_study
+from tests.sweeps.helpers import TRIAL, mlflow_runs, optuna_trials, write_study
 
 
-def test_two_worker_trials_on_ray_record_like_single_ones_and_a_diverging_one_fails(tmp_path):
+def test_two_worker_trials_on_ray_record_like_single_ones_and_a_diverging_one_fails(tmp_path, shared_ray):
     path = write_study(
         tmp_path,
         repeats=1,
         backend="ray",
         resources={"workers": 2, "cpus": 1},
         ray={"num_cpus": 2},
-        space={
-            "model.residual": {"choices": {"baseline": {"kind": "none"}, "sat": {"kind": "value_residual"}}},
-            "train.lr": {"choices": [0.003, 1.0e30]},
-        },
-        n_trials=3,
+        trial={**TRIAL, "model": {**TRIAL["model"], "residual": {"kind": "value_residual"}}},
+        space={"train.lr": {"choices": [0.003, 1.0e30]}},  # one trial that trains, one that diverges
     )
     path.write_text(path.read_text().replace("num_threads: 1", "num_threads: 1\n    grad_clip: null"))
     study = load_study(path)
     assert study.base.train.workers == 2
     assert launch(study) == 0
     states = Counter(t.state for t in optuna_trials(study))
-    assert states == {TrialState.COMPLETE: 2, TrialState.FAIL: 1}
+    assert states == {TrialState.COMPLETE: 1, TrialState.FAIL: 1}
     failed = [t for t in optuna_trials(study) if t.state == TrialState.FAIL]
     assert failed[0].user_attrs["fail_reason"] == "diverged" and failed[0].params["train.lr"] == 1.0e30
     runs = mlflow_runs(study, "trial")
-    assert sorted(r.info.status for r in runs) == ["FAILED", "FINISHED", "FINISHED"]
+    assert sorted(r.info.status for r in runs) == ["FAILED", "FINISHED"]
     assert all(r.data.tags["sweep.workers"] == "2" for r in runs)
     for run in (r for r in runs if r.info.status == "FINISHED"):
         metrics = run.data.metrics
