@@ -7,6 +7,7 @@ import threading
 
 from arch.configtree import Issue
 from sweeps.backends.base import Backend
+from sweeps.plan import INTERRUPTED
 from sweeps.trial import execute
 
 
@@ -52,12 +53,15 @@ def run(plan, driver, concurrency: int = 1, fit=None) -> None:
         pass
 
     def objective(trial: optuna.Trial):
-        run = plan.prepare(trial)
-        task = driver.begin(run)
-        try:
-            outcome = execute(task, fit=fit)
+        run = None
+        try:  # Ctrl-C may land before the run is begun: Optuna fails the trial, we say why
+            run = plan.prepare(trial)
+            outcome = execute(driver.begin(run), fit=fit)
         except BaseException:
-            driver.interrupt(run)
+            if run is None:
+                trial.set_user_attr("fail_reason", INTERRUPTED)
+            else:
+                driver.interrupt(run)
             raise
         values = driver.end(run, outcome)
         if values is None:
