@@ -188,6 +188,10 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe) -> int:
 
     plan = Plan(study, launch_id)
     plan.check_fingerprint()  # before anything is recorded: an edited study is refused (exit 2)
+    if study.rungs:  # `python -m sweeps.scaling fit results/<name>` fits the folder alone
+        from sweeps.scaling.study import save
+
+        save(study)
     recovered = plan.recover()
     tracker = Tracker(study.mlflow_uri(), study.experiment_name, study.name, launch_id)
     from optuna.trial import TrialState

@@ -23,6 +23,48 @@ LOSS = "val_loss"
 MIN_RUNGS = 2  # fewer completed rungs than this: nothing to fit, said and skipped
 
 
+STUDY_FILE = "study.yaml"  # results/<name>/study.yaml: the resolved study, for `sweeps.scaling fit <folder>`
+
+
+def save(study) -> Path:
+    """The resolved study (its ladder as `scaling:`, not as the expanded `rung` parameter, and
+    absolute output paths) in results/<name>/study.yaml, so that the folder alone can be fitted."""
+    import yaml
+
+    from sweeps.spec import RUNG
+
+    tree = study.to_dict()
+    tree["space"] = {k: v for k, v in tree["space"].items() if k != RUNG}
+    tree["output"] = {
+        **tree["output"],
+        "dir": str(study.results_dir().parent),
+        "mlflow_uri": study.mlflow_uri(),
+    }
+    path = study.results_dir() / STUDY_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(tree, sort_keys=False))
+    return path
+
+
+def find_study(name: str):
+    """A study from a study file, a results folder (its study.yaml, written by every ladder
+    launch) or a name (results/<name>/, else studies/<name>.yaml or studies/**/<name>.yaml);
+    None when `name` is none of these."""
+    from sweeps.spec import load_study
+
+    path = Path(name)
+    if path.is_dir() and (path / STUDY_FILE).is_file():
+        return load_study(path / STUDY_FILE)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return load_study(path)
+    if path.suffix or path.is_dir():
+        return None
+    if (Path("results") / name / STUDY_FILE).is_file():
+        return load_study(Path("results") / name / STUDY_FILE)
+    found = sorted(Path("studies").glob(f"{name}.yaml")) + sorted(Path("studies").glob(f"**/{name}.yaml"))
+    return load_study(found[0]) if found else None
+
+
 def design_of(study, point: dict) -> str:
     from sweeps.space import point_name
     from sweeps.spec import RUNG
@@ -133,7 +175,9 @@ def reference_design(study, ladder) -> str:
     return ladder.designs[0]
 
 
-def analyse(study, trials, tracker=None, stream=None, replicates: int = 200) -> list[str]:
+def analyse(
+    study, trials, tracker=None, stream=None, replicates: int = 200, out=None, plots: bool = True
+) -> list[str]:
     """Fits the ladder of the completed trials, writes results/<name>/scaling/, logs the files
     (artifacts under `scaling/`) and the target verdicts (tags) to the parent run; returns the
     summary lines to print at the end of the launch. A ladder that cannot be fitted yet (too few
@@ -150,17 +194,24 @@ def analyse(study, trials, tracker=None, stream=None, replicates: int = 200) -> 
         line = f"scaling: {rungs} of {len(study.rungs)} rungs completed; too few to fit a law (no fit)"
         print(line, file=stream)
         return [line]
-    out = study.results_dir() / "scaling"
+    out = Path(out or study.results_dir() / "scaling")
     reference = reference_design(study, ladder)
     print(f"scaling ladder: {rungs} of {len(study.rungs)} rungs, reference {reference}", file=stream)
     text = io.StringIO()
     try:
         result = fit_and_predict(
-            ladder, out, targets(study.scaling), reference=reference, replicates=replicates, stream=text
+            ladder,
+            out,
+            targets(study.scaling),
+            reference=reference,
+            replicates=replicates,
+            plots=plots,
+            stream=text,
         )
-    except LadderError as err:
+    except Exception as err:  # the runs are recorded; a fit that fails must not lose the launch
         print(text.getvalue(), end="", file=stream)
-        line = f"scaling: no fit: {err}"
+        why = str(err) if isinstance(err, LadderError) else f"{type(err).__name__}: {err}"
+        line = f"scaling: no fit: {why} (again, once fixed: python -m sweeps.scaling fit {study.name})"
         print(line, file=stream)
         return [line]
     print(text.getvalue(), end="", file=stream)
