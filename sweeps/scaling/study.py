@@ -85,6 +85,7 @@ def dry_run_lines(study) -> list[str]:
     """The rungs (parameters, tokens, FLOPs, epochs), the epoch warnings and the estimated CPU time:
     per point its tokens over the cost probe's cached tokens/s when there is one, else its FLOPs
     over FLOPS_PER_S; times the seeds (both ends with adaptive seeds)."""
+    from arch.config import presets
     from sweeps.probe import arch_key, architecture, costs_path, load_costs
     from sweeps.scaling.ladder import over_one_epoch, targets
 
@@ -99,11 +100,9 @@ def dry_run_lines(study) -> list[str]:
     ]
     lines.append(f"  {'rung':4s}  {'N':>9s}  {'D tokens':>9s}  {'FLOPs':>9s}  {'epochs':>6s}  size")
     for r in rungs:
-        size = ", ".join(
-            f"{k.split('.', 1)[1]}={v}" for k, v in r["overrides"].items() if k.startswith("model.")
-        )
-        if "model.preset" in r["overrides"]:
-            size = f"preset={r['overrides']['model.preset']}"
+        model = {k.split(".", 1)[1]: v for k, v in r["overrides"].items() if k.startswith("model.")}
+        table = presets().get(model.get("preset"), {})  # a preset's own dimensions go without saying
+        size = ", ".join(f"{k}={v}" for k, v in model.items() if table.get(k, object()) != v)
         epochs = "-" if r["epochs"] is None else f"{r['epochs']:.2f}"
         numbers = f"{r['params']:9.3g}  {r['tokens']:9.3g}  {r['flops']:9.3g}  {epochs:>6s}"
         lines.append(f"  {r['label']:4s}  {numbers}  {size}")
