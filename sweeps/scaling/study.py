@@ -19,6 +19,7 @@ from pathlib import Path
 
 FLOPS_PER_S = 5e10  # the dry run's CPU estimate without a probe: measured ~10k tokens/s of tiny
 # (0.84M non-embedding params) on 2 threads, 6 x 0.84M x 10k = 5e10 training FLOP/s
+GPU_FLOPS_PER_S = 3e14  # an assumption, not a measurement: ~35% of an H100's dense bf16 peak
 LOSS = "val_loss"
 MIN_RUNGS = 2  # fewer completed rungs than this: nothing to fit, said and skipped
 
@@ -78,7 +79,9 @@ def _seconds_text(s: float) -> str:
         return f"{s:.0f} s"
     if s < 7200:
         return f"{s / 60:.0f} min"
-    return f"{s / 3600:.1f} h"
+    if s < 3 * 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.0f} days"
 
 
 def dry_run_lines(study) -> list[str]:
@@ -107,6 +110,8 @@ def dry_run_lines(study) -> list[str]:
         numbers = f"{r['params']:9.3g}  {r['tokens']:9.3g}  {r['flops']:9.3g}  {epochs:>6s}"
         lines.append(f"  {r['label']:4s}  {numbers}  {size}")
     lines += [f"  warning: {w}" for w in over_one_epoch(rungs)]
+    gpus = study.resources.total_gpus
+    rate = GPU_FLOPS_PER_S * gpus if gpus else FLOPS_PER_S
     seconds, probed = 0.0, 0
     for point in study.planned_points():
         cfg = study.trial_config(point)
@@ -115,17 +120,27 @@ def dry_run_lines(study) -> list[str]:
             seconds += cfg.train.tokens / entry["tokens_per_s"]
             probed += 1
         else:
-            seconds += study.rung_of(point)["flops"] / FLOPS_PER_S
+            seconds += study.rung_of(point)["flops"] / rate
+    unit = (
+        f"{GPU_FLOPS_PER_S:.0e} FLOP/s a GPU x {gpus:g} (assumed, ~35% of an H100's bf16 peak)"
+        if gpus
+        else f"{FLOPS_PER_S:.0e} FLOP/s (2 CPU threads, measured on tiny)"
+    )
     how = (
         f"the cost probe's cached speed for {probed} of {len(study.planned_points())} point(s), "
-        f"else FLOPs at {FLOPS_PER_S:.0e} FLOP/s"
+        f"else FLOPs at {unit}"
         if probed
-        else f"FLOPs at {FLOPS_PER_S:.0e} FLOP/s (2 CPU threads, measured on tiny; no probe cached)"
+        else f"FLOPs at {unit}; no probe cached"
     )
+    flops = sum(study.rung_of(p)["flops"] for p in study.planned_points())
     total = _seconds_text(seconds * study.repeats)
     if study.repeats_max:
         total += f" to {_seconds_text(seconds * study.repeats_max)}"
-    lines.append(f"  estimated training time {total} ({how})")
+    kind = "GPU" if gpus else "CPU"
+    lines.append(
+        f"  {flops * study.repeats:.3g} training FLOPs; estimated {kind} time {total}, one trial at a "
+        f"time ({how})"
+    )
     shown = ", ".join(
         f"{t.name} ({t.params:.3g} params, {t.tokens:.3g} tokens)" for t in targets(study.scaling)
     )

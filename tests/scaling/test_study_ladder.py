@@ -70,7 +70,7 @@ def test_the_dry_run_lists_the_rungs(tmp_path):
     text = launcher.plan_text(study)
     assert "scaling      6 rung(s) x 2 design(s)" in text
     assert "  r0   " in text and "d_model=16, d_ff=32" in text
-    assert "epochs" in text and "estimated training time" in text and "targets: big" in text
+    assert "epochs" in text and "estimated CPU time" in text and "targets: big" in text
     assert "point   0  rung=r0, model.residual=baseline  (2048 tokens)" in text
 
 
@@ -196,4 +196,4 @@ def test_the_paper_ladder_resolves(tmp_path):
     xl = study.trial_config({"rung": study.rungs[-1]["label"], "model.residual": "satformer"})
     assert (xl.model.d_model, xl.model.d_ff, xl.model.n_layers, xl.train.tokens) == (
         2048, 5504, 24, study.rungs[-1]["tokens"])  # fmt: skip
-    assert "estimated training time" in launcher.plan_text(study)
+    assert "estimated GPU time" in launcher.plan_text(study)
