@@ -36,6 +36,7 @@ def save(study) -> Path:
 
     tree = study.to_dict()
     tree["space"] = {k: v for k, v in tree["space"].items() if k != RUNG}
+    tree["trial"].get("train", {}).pop("workers", None)  # copied there from resources.workers at load
     tree["output"] = {
         **tree["output"],
         "dir": str(study.results_dir().parent),
