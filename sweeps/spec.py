@@ -375,7 +375,12 @@ class Study:
         return self.n_points() * (self.repeats_max or self.repeats)
 
     def to_dict(self) -> dict[str, Any]:
-        return dump(self)
+        """The study as a file would give it (a ladder as its `scaling:` section, without the
+        `rung` parameter it expands into, so that the dump loads again)."""
+        tree = dump(self)
+        if self.scaling is not None:
+            tree["space"] = {k: v for k, v in tree["space"].items() if k != RUNG}
+        return tree
 
     def fingerprint(self) -> dict[str, str]:
         """What defines this study's results, flattened to key paths -> JSON values: the resolved

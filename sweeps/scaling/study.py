@@ -32,10 +32,7 @@ def save(study) -> Path:
     absolute output paths) in results/<name>/study.yaml, so that the folder alone can be fitted."""
     import yaml
 
-    from sweeps.spec import RUNG
-
-    tree = study.to_dict()
-    tree["space"] = {k: v for k, v in tree["space"].items() if k != RUNG}
+    tree = study.to_dict()  # the ladder as its scaling: section
     tree["trial"].get("train", {}).pop("workers", None)  # copied there from resources.workers at load
     tree["output"] = {
         **tree["output"],

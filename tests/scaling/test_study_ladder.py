@@ -81,6 +81,16 @@ def test_the_fingerprint_holds_the_ladder(tmp_path):
     assert [k for k in before if before[k] != after[k]] == ["space.rung"]
 
 
+def test_the_printed_study_loads_again_with_the_same_rungs(tmp_path):
+    from sweeps.spec import study_from_dict
+
+    study = load_study(ladder_study(tmp_path))
+    tree = study.to_dict()
+    assert "rung" not in tree["space"] and tree["scaling"]["token_scale"] == 0.1
+    again = study_from_dict(tree)
+    assert again.grid == study.grid and again.fingerprint() == study.fingerprint()
+
+
 @pytest.mark.parametrize(
     ("section", "words"),
     [
