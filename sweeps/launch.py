@@ -92,6 +92,9 @@ def plan_text(study: Study) -> str:
         f"optuna       {study.storage_url()} study {study.name!r}",
         f"results      {study.results_dir()}",
     ]
+    from sweeps.scaling.study import dry_run_lines
+
+    lines += dry_run_lines(study)
     varies = len(set(study.budgets)) > 1
     if study.sampler.kind == "grid":
         for i, point in enumerate(study.planned_points()):
@@ -185,6 +188,10 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe) -> int:
 
     plan = Plan(study, launch_id)
     plan.check_fingerprint()  # before anything is recorded: an edited study is refused (exit 2)
+    if study.rungs:  # `python -m sweeps.scaling fit results/<name>` fits the folder alone
+        from sweeps.scaling.study import save
+
+        save(study)
     recovered = plan.recover()
     tracker = Tracker(study.mlflow_uri(), study.experiment_name, study.name, launch_id)
     from optuna.trial import TrialState
@@ -212,7 +219,7 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe) -> int:
     if probe is None:
         probe = Probe(study, functools.partial(backend.run_task, study), stream)
     driver = Driver(plan, tracker, progress, probe)
-    status = "FINISHED"
+    status, scaling = "FINISHED", []
     try:
         if plan.max_remaining():  # grid: every architecture timed in one interleaved session
             probe.ensure(study.trial_config(p) for p in study.planned_points())
@@ -227,10 +234,16 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe) -> int:
         summary = (
             pareto.analyse(study, plan=plan, tracker=tracker, stream=stream) if status == "FINISHED" else {}
         )
+        if status == "FINISHED" and study.rungs:  # the ladder's fits and predictions, after the fronts
+            from sweeps.scaling.study import analyse as analyse_ladder
+
+            scaling = analyse_ladder(study, plan.trials(), tracker, stream)
         wall = time.time() - progress.start
         summary["probe_s"] = getattr(probe, "seconds", 0.0)
         tracker.finish_parent(status, {"wall_s": wall, **summary})
     progress.say(progress.summary())
+    for line in scaling:
+        print(line, file=stream)
     say_links(tracker, stream)
     if status != "FINISHED":
         return EXIT_INTERRUPTED

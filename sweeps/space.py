@@ -10,6 +10,11 @@
         choices:
           baseline: {kind: none}
           static_layer: {kind: value_residual, mode: static, granularity: layer}
+      rung:                                                    # a bundle: each label sets several paths
+        type: bundle
+        choices:
+          r0: {model.d_model: 64, train.tokens: 300000}
+          r1: {model.d_model: 128, train.tokens: 1000000}
 
 A parameter's name is the key path it sets, so YAML keys, Optuna params and MLflow params are
 the same strings. Labelled choices set the whole mapping at that path (replacing, not merging)
@@ -59,7 +64,7 @@ class Param:
 
     @classmethod
     def resolve_variant(cls, data, path: str, issues: list[Issue]):
-        kinds = {"categorical": CategoricalParam, "int": IntParam, "float": FloatParam}
+        kinds = {"categorical": CategoricalParam, "int": IntParam, "float": FloatParam, "bundle": BundleParam}
         kind = data.get("type")
         if kind not in kinds:
             issues.append(Issue(join(path, "type"), f"given {kind!r}; allowed: {choices(kinds)}"))
@@ -80,6 +85,13 @@ class Param:
     def value(self, label):
         """The config value that the sampled value (a label for labelled choices) stands for."""
         return label
+
+    def sets(self, name: str) -> list[str]:
+        """The trial key paths this parameter sets (its name; a bundle's listed paths)."""
+        return [name]
+
+    def set_into(self, tree: dict, name: str, label) -> None:
+        set_path(tree, name, self.value(label))
 
     def active(self, point: Mapping, lookup) -> bool:
         for key, wanted in self.when.items():
@@ -124,6 +136,30 @@ class CategoricalParam(Param):
 
     def value(self, label):
         return copy.deepcopy(self.choices[label]) if isinstance(self.choices, dict) else label
+
+
+@dataclasses.dataclass(frozen=True)
+class BundleParam(CategoricalParam):
+    """Labelled choices that each set several trial key paths: {label: {key.path: value}}."""
+
+    type: Literal["bundle"] = "bundle"
+    choices: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    def check(self, path: str) -> list[Issue]:
+        if not self.choices:
+            return [Issue(join(path, "choices"), "given no choices; allowed: at least one")]
+        for label, paths in self.choices.items():
+            bad = [k for k in paths if not _NAME.fullmatch(str(k))] or ([] if paths else ["(none)"])
+            if bad:
+                return [Issue(join(path, f"choices.{label}"), f"given {bad[0]!r}; allowed: trial key paths")]
+        return []
+
+    def sets(self, name: str) -> list[str]:
+        return list(dict.fromkeys(k for paths in self.choices.values() for k in paths))
+
+    def set_into(self, tree: dict, name: str, label) -> None:
+        for path, value in self.choices[label].items():
+            set_path(tree, path, copy.deepcopy(value))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,7 +367,7 @@ class SearchSpace:
         """The trial tree of a point: the base tree with each parameter's value set at its path."""
         tree = copy.deepcopy(self.base)
         for name, label in point.items():
-            set_path(tree, name, self.params[name].value(label))
+            self.params[name].set_into(tree, name, label)
         return tree
 
     def suggest(self, trial) -> dict:
@@ -345,10 +381,11 @@ class SearchSpace:
 
     def param_for(self, issue_path: str, point: Mapping) -> str | None:
         """The parameter of `point` that an issue at `issue_path` (in the trial tree) comes from."""
-        best = None
+        best, longest = None, -1
         for name in point:
-            if issue_path == name or issue_path.startswith(name + "."):
-                best = name if best is None or len(name) > len(best) else best
+            for path in self.params[name].sets(name) if name in self.params else [name]:
+                if (issue_path == path or issue_path.startswith(path + ".")) and len(path) > longest:
+                    best, longest = name, len(path)
         if best is None:
             for name in point:
                 if name.startswith(issue_path + "."):

@@ -9,6 +9,7 @@
     n_trials, repeats, max_concurrent, scheduler, resources, probe, backend, ray, output
     verdicts: {level: 0.95, family: holm | none, spending: obrien_fleming | pocock}
     margins: {val_loss: 0.01}        # per objective: within +-margin of the reference is `equivalent`
+    scaling: {sizes, tokens | tokens_per_param, token_scale, targets}   # a ladder (sweeps.scaling.ladder)
 
 Loading (`load_study`) reads YAML with the safe loader, resolves `extends:` chains, applies
 `--set key.path=value` overrides, parses the tree strictly (arch.configtree) and then validates
@@ -19,6 +20,12 @@ The `Study` is the one home of what follows from its file: the parsed base trial
 search space over that base (`search_space`), the grid (`grid`, computed once with the trial as
 its base: validation, the point count, `--dry-run` and the launcher read this one list) and the
 resolved trial config of each point and seed (`trial_config`). Nothing else parses `study.trial`.
+
+A `scaling:` section is expanded at load (`sweeps.scaling.ladder.expand`) into one grid parameter,
+`rung` (a bundle: each label r0, r1, ... sets the rung's model keys and `train.tokens`), placed
+first in the space and crossed with the other parameters and the seeds: every rung is an ordinary
+point, so the grid, resume, the fingerprint (the rungs are in `space.rung`), MLflow params and run
+names (`rung=r2`) need nothing else. `Study.rungs` keeps the expansion (N, D, FLOPs, epochs).
 """
 
 from __future__ import annotations
@@ -191,6 +198,8 @@ class Study:
     # Equivalence margins per objective ({val_loss: 0.01}): a point whose adjusted difference
     # interval lies inside +-margin is `equivalent`; one it does not decide is `undecided`.
     margins: dict[str, float] = dataclasses.field(default_factory=dict)
+    # A scaling ladder (sweeps.scaling.ladder): its rungs become the grid parameter RUNG at load.
+    scaling: dict[str, Any] | None = None
     max_concurrent: int | None = _field(None, ge=1)  # None: as many as the resources allow
     # Wall-clock limit of one trial's training, after which it is stopped and recorded as failed
     # (status timeout). None: 10 x the time the cost probe expects for the budget, plus 10 minutes.
@@ -241,6 +250,18 @@ class Study:
                 issues.append(
                     Issue("repeats", f"adaptive seeds with sampler {self.sampler.kind!r}; allowed: grid")
                 )
+        if self.scaling is not None:
+            if "val_loss" not in metrics:
+                issues.append(
+                    Issue("scaling", f"fits val_loss; allowed: objectives that include it, given {metrics}")
+                )
+            if self.sampler.kind != "grid":
+                issues.append(
+                    Issue(
+                        "scaling",
+                        f"its rungs are grid points; allowed: sampler.kind grid, given {self.sampler.kind!r}",
+                    )
+                )
         for metric, margin in self.margins.items():
             if metric not in metrics:
                 issues.append(
@@ -270,6 +291,19 @@ class Study:
         v = self.verdicts
         return Rule(v.level, v.family, v.spending, dict(self.margins), self.repeats,
                     self.repeats_max or self.repeats)  # fmt: skip
+
+    @functools.cached_property
+    def rungs(self) -> list[dict]:
+        """The scaling ladder's rungs (label, overrides, params N, tokens D, flops, epochs), smallest
+        compute first; [] without `scaling:`. Filled in at load (the expansion is checked there)."""
+        if self.scaling is None:
+            return []
+        return ladder_rungs(self.scaling, self.trial, "the study")
+
+    def rung_of(self, point: Mapping) -> dict | None:
+        """The rung of a point (by its `rung` label), None without a ladder."""
+        label = point.get(RUNG)
+        return next((r for r in self.rungs if r["label"] == label), None)
 
     @functools.cached_property
     def search_space(self) -> SearchSpace:
@@ -348,7 +382,12 @@ class Study:
         return self.n_points() * (self.repeats_max or self.repeats)
 
     def to_dict(self) -> dict[str, Any]:
-        return dump(self)
+        """The study as a file would give it (a ladder as its `scaling:` section, without the
+        `rung` parameter it expands into, so that the dump loads again)."""
+        tree = dump(self)
+        if self.scaling is not None:
+            tree["space"] = {k: v for k, v in tree["space"].items() if k != RUNG}
+        return tree
 
     def fingerprint(self) -> dict[str, str]:
         """What defines this study's results, flattened to key paths -> JSON values: the resolved
@@ -513,11 +552,54 @@ def load_study(path: str | os.PathLike, overrides: list[str] = ()) -> Study:
 
 
 def study_from_dict(tree: Mapping, source: str | None = None) -> Study:
+    rungs = None
+    if isinstance(tree, Mapping) and tree.get("scaling") is not None:
+        tree, rungs = _with_rungs(tree, source)
     study = parse(Study, tree, "", source)
+    if rungs is not None:
+        study.__dict__["rungs"] = rungs  # the cached_property's slot: expanded once, here
     issues = validate_points(study)
     if issues:
         raise ConfigError(issues, source)
     return study
+
+
+RUNG = "rung"  # the grid parameter of a scaling ladder's rungs
+
+
+def ladder_rungs(section, trial: Mapping, source: str) -> list[dict]:
+    """`sweeps.scaling.ladder.expand` over the trial's model, with the corpus's training split
+    size (for the epochs of each rung). Raises LadderError."""
+    from sweeps.scaling import ladder
+
+    model = trial.get("model") if isinstance(trial, Mapping) else None
+    data = trial.get("data") if isinstance(trial, Mapping) else None
+    return ladder.expand(section, dict(model or {}), source, ladder.split_tokens(data))
+
+
+def _with_rungs(tree: Mapping, source: str | None) -> tuple[dict, list[dict]]:
+    """The tree with the ladder's rungs as the first parameter of `space:` (a bundle named RUNG);
+    a bad `scaling:` section is a ConfigError naming its key."""
+    from sweeps.scaling.ladder import targets
+    from sweeps.scaling.table import LadderError
+
+    try:
+        rungs = ladder_rungs(tree["scaling"], tree.get("trial") or {}, source or "the study")
+        targets(tree["scaling"], source or "the study")
+    except LadderError as err:
+        key = getattr(err, "key", "scaling")
+        problem = getattr(err, "problem", str(err))
+        raise ConfigError([Issue(key, problem)], source) from None
+    space = tree.get("space") or {}
+    if not isinstance(space, Mapping):
+        return dict(tree), rungs  # parse reports the space
+    if RUNG in space:
+        raise ConfigError(
+            [Issue(f"space.{RUNG}", "the name of the scaling ladder's rungs; allowed: any other name")],
+            source,
+        )
+    choices_ = {r["label"]: r["overrides"] for r in rungs}
+    return {**tree, "space": {RUNG: {"type": "bundle", "choices": choices_}, **space}}, rungs
 
 
 def validate_points(study: Study) -> list[Issue]:
@@ -612,7 +694,11 @@ def _check_paths(study: Study) -> list[Issue]:
     paths = study.paths
     issues = []
     for name, param in study.space.items():
-        issues += paths.check(name, f"space.{name}", kinds=("trial",))
+        sets = param.sets(name)
+        for path in sets:
+            issues += paths.check(
+                path, f"space.{name}" + (f" ({path})" if sets != [name] else ""), ("trial",)
+            )
         for key in param.when:
             issues += paths.check(key, f"space.{name}.when.{key}", kinds=("param", "trial"))
     return issues

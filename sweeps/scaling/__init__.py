@@ -4,7 +4,9 @@ scales with bootstrap intervals, and say where two designs cross.
 Modules: `table` (the rows, read from a CSV), `law` (the laws and the robust objective), `fit`
 (identifiability, the fits, shared exponents), `intervals` (the paired bootstrap),
 `predict` (targets, verdicts, crossover, backtest), `outputs` (files and plots), `targets` (the
-paper's scales), `__main__` (the CLI). `analyse(ladder, out_dir, ...)` runs all of it.
+paper's scales), `ladder` (a study's `scaling:` section expanded into rungs), `study` (a study's
+ladder: dry-run lines, the Ladder of its trials, the analysis at the end of a launch), `__main__`
+(the CLI). `analyse(ladder, out_dir, ...)` runs all of it.
 
 Which N. The fits take N = non-embedding parameters: every parameter except the vocabulary tables
 (the token embedding, and the output head when it is not tied to it), as Kaplan et al. 2020 count

@@ -1,7 +1,9 @@
 """`python -m sweeps.scaling fit FILE.csv --params COL --tokens COL --loss COL [--design COL]
 [--seed COL] [--reference NAME] [--targets NAME=N:D ...] [--json OUT] [--out DIR]`: a scaling-law
 fit of any table, with bootstrap intervals, predictions at the targets, crossovers, the backtest
-and plots."""
+and plots. `fit STUDY` (a study file, a study name or its results folder) fits the completed
+trials of a study with a `scaling:` section, read from its Optuna storage, into
+results/<name>/scaling/ (the columns are the study's: rung N and tokens, val_loss, seed)."""
 
 from __future__ import annotations
 
@@ -18,10 +20,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m sweeps.scaling", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     f = sub.add_parser("fit", help="fit a ladder read from a CSV")
-    f.add_argument("table", help="a CSV file, one row per run")
-    f.add_argument("--params", required=True, help="column of N (non-embedding parameters, see the docs)")
-    f.add_argument("--tokens", required=True, help="column of D (training tokens)")
-    f.add_argument("--loss", required=True, help="column of the loss")
+    f.add_argument("table", help="a CSV file, one row per run; or a study file, name or results folder")
+    f.add_argument("--params", help="column of N (non-embedding parameters, see the docs)")
+    f.add_argument("--tokens", help="column of D (training tokens)")
+    f.add_argument("--loss", help="column of the loss")
     f.add_argument("--design", help="column of the design name (default: one design, 'all')")
     f.add_argument("--seed", help="column of the seed (default: rows are resampled)")
     f.add_argument("--reference", help="design the others are compared with (default: the first)")
@@ -41,6 +43,15 @@ def main(argv=None) -> int:
     )
     f.add_argument("--no-plots", action="store_true")
     args = p.parse_args(argv)
+    if not args.table.endswith(".csv"):
+        from sweeps.scaling.study import find_study
+
+        study = find_study(args.table)
+        if study is not None:
+            return fit_study(study, args)
+    missing = [f"--{k}" for k in ("params", "tokens", "loss") if getattr(args, k) is None]
+    if missing:
+        p.error(f"a CSV table needs {', '.join(missing)} ({args.table!r} is not a study either)")
     try:
         ladder = read_csv(args.table, args.params, args.tokens, args.loss, args.design, args.seed)
         if args.targets:
@@ -70,6 +81,25 @@ def main(argv=None) -> int:
         return 2
     print(f"wrote {out}/", file=sys.stderr)
     return 0
+
+
+def fit_study(study, args) -> int:
+    """The ladder of `study`'s completed trials, analysed as a launch does (without MLflow)."""
+    from sweeps.scaling.study import analyse
+    from sweeps.storage import load_trials
+
+    if not study.rungs:
+        print(f"error: study {study.name!r} has no scaling: section", file=sys.stderr)
+        return 2
+    try:
+        trials = load_trials(study.name, study.storage_url())
+    except KeyError:
+        print(f"error: study {study.name!r} has no runs in {study.storage_url()}", file=sys.stderr)
+        return 2
+    out = Path(args.out or study.results_dir() / "scaling")
+    lines = analyse(study, trials, None, sys.stdout, args.replicates, out, not args.no_plots)
+    print("\n".join(lines))
+    return 0 if (out / "fits.json").is_file() else 3
 
 
 if __name__ == "__main__":

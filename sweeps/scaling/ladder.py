@@ -1,5 +1,5 @@
 """The rungs of a `scaling:` section: a pure expansion, sizes x token budgets, into the override
-dicts that make each rung an ordinary trial (not wired into sweeps.spec yet).
+dicts that make each rung an ordinary trial (sweeps.spec makes them one grid parameter, `rung`).
 
     scaling:
       sizes: [{d_model: 64, n_layers: 2, n_heads: 2, d_ff: 192}, tiny, mini]  # overrides or preset names
@@ -8,8 +8,10 @@ dicts that make each rung an ordinary trial (not wired into sweeps.spec yet).
       token_scale: 1.0                 # multiplies every budget (smoke runs, tests)
       targets: [small, medium, large, xl]   # default; or {name, params, tokens} mappings
 
-`expand(section, base_model, source, train_tokens)` returns one dict per rung: `overrides`
-(trial key paths, as the search space names them: `model.d_model`, `train.tokens`), `params` (N),
+`expand(section, base_model, source, train_tokens)` returns one dict per rung, smallest compute
+first, labelled r0, r1, ...: `label`, `overrides` (trial key paths, as the search space names them:
+`model.d_model`, `train.tokens`; a preset size sets `model.preset` and every dimension the preset
+defines, so a base model's own d_model cannot leak into it), `params` (N),
 `tokens` (D), `flops` (6 N D) and `epochs` (D over the corpus's training split, when given: a
 rung past one epoch repeats data, which bends the fitted curve; Muennighoff et al. 2023).
 `targets(section, source)` resolves the targets. Errors name the file and the key.
@@ -26,7 +28,14 @@ KEYS = ("sizes", "tokens", "tokens_per_param", "token_scale", "targets")
 
 
 def _fail(source: str, key: str, message: str):
-    raise LadderError(f"{source}: scaling.{key}: {message}")
+    raise _error(source, key, message)
+
+
+def _error(source: str, key: str, message: str) -> LadderError:
+    """A LadderError that also carries its key (`scaling.<key>`) and problem, for ConfigError."""
+    err = LadderError(f"{source}: scaling.{key}: {message}" if key else f"{source}: scaling: {message}")
+    err.key, err.problem = f"scaling.{key}" if key else "scaling", message
+    return err
 
 
 def _positive_list(section: dict, key: str, source: str) -> list[float]:
@@ -46,7 +55,7 @@ def _size_model(size, i: int, base_model: dict, source: str) -> tuple[dict, dict
     if isinstance(size, str):
         if size not in presets():
             _fail(source, f"sizes[{i}]", f"{size!r} is not a preset; presets: {', '.join(presets())}")
-        overrides = {"preset": size}
+        overrides = {"preset": size, **presets()[size]}
         model = {k: v for k, v in base_model.items() if k not in presets()[size]} | overrides
     elif isinstance(size, dict) and size:
         overrides = dict(size)
@@ -63,20 +72,18 @@ def expand(section: dict, base_model: dict, source: str = "the study", train_tok
     from sweeps.scaling.targets import non_embedding_params
 
     if not isinstance(section, dict):
-        raise LadderError(f"{source}: scaling: must be a mapping with keys {', '.join(KEYS)}")
+        raise _error(source, "", f"must be a mapping with keys {', '.join(KEYS)}")
     unknown = sorted(set(section) - set(KEYS))
     if unknown:
         _fail(source, unknown[0], f"unknown key; allowed: {', '.join(KEYS)}")
     if "sizes" not in section:
-        raise LadderError(f"{source}: scaling.sizes: missing (a list of preset names or model overrides)")
+        raise _error(source, "sizes", "missing (a list of preset names or model overrides)")
     sizes = section["sizes"]
     if not isinstance(sizes, list) or len(sizes) < 2:
         _fail(source, "sizes", f"needs 2 or more sizes to fit a law in N, got {sizes!r}")
     given = [k for k in ("tokens", "tokens_per_param") if k in section]
     if len(given) != 1:
-        raise LadderError(
-            f"{source}: scaling.tokens / scaling.tokens_per_param: give exactly one, got {given or 'none'}"
-        )
+        raise _error(source, "tokens", f"give exactly one of tokens, tokens_per_param; got {given or 'none'}")
     budgets = _positive_list(section, given[0], source)
     scale = section.get("token_scale", 1.0)
     if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
@@ -87,7 +94,11 @@ def expand(section: dict, base_model: dict, source: str = "the study", train_tok
         try:
             ModelConfig.from_dict(model, path=f"scaling.sizes[{i}]", source=source)
         except ConfigError as err:
-            raise LadderError(str(err)) from None
+            issue = err.issues[0]
+            rest = issue.path.removeprefix(f"scaling.sizes[{i}]").lstrip(".")
+            raise _error(
+                source, f"sizes[{i}]", f"{rest}: {issue.problem}" if rest else issue.problem
+            ) from None
         n = non_embedding_params(model)
         for b in budgets:
             d = max(1, round((b * n if given[0] == "tokens_per_param" else b) * scale))
@@ -99,7 +110,8 @@ def expand(section: dict, base_model: dict, source: str = "the study", train_tok
             }
             rung["epochs"] = d / train_tokens if train_tokens else None
             rungs.append(rung)
-    return sorted(rungs, key=lambda r: r["flops"])
+    rungs.sort(key=lambda r: (r["flops"], r["params"]))
+    return [{"label": f"r{i}", **r} for i, r in enumerate(rungs)]
 
 
 def over_one_epoch(rungs: list[dict]) -> list[str]:
@@ -141,3 +153,28 @@ def targets(section: dict, source: str = "the study") -> list[Target]:
                 source, f"targets[{i}]", f"must be a paper scale name or {{name, params, tokens}}, got {t!r}"
             )
     return out
+
+
+def split_tokens(data) -> float | None:
+    """Tokens in the training split of the trial's `data:` mapping: MQAR's train_examples x
+    seq_len, a byte-level corpus's bytes less its validation tail; None when unknown without
+    tokenizing (BPE) or when the corpus is not on this machine."""
+    from arch.configtree import ConfigError, parse
+    from trainers.config import DataConfig
+    from trainers.data.corpora import CorpusUnavailable, load_corpus
+
+    if not isinstance(data, dict):
+        return None
+    try:
+        cfg = parse(DataConfig, data, "trial.data")
+    except ConfigError:  # the trial's own check reports it
+        return None
+    if cfg.kind == "mqar":
+        return float(cfg.train_examples * cfg.seq_len)
+    if cfg.kind != "text" or cfg.tokenizer != "byte":
+        return None
+    try:
+        n = len(load_corpus(cfg.corpus, cfg.path, cfg.max_bytes))
+    except (CorpusUnavailable, OSError):
+        return None
+    return float(n - max(1, round(n * cfg.val_fraction)))

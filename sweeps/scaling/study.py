@@ -1,0 +1,255 @@
+"""A study's scaling ladder (its `scaling:` section, expanded by sweeps.spec into the grid parameter
+`rung`): the dry run's table of rungs, the Ladder of its completed trials, and the analysis at the
+end of a launch (files under results/<name>/scaling/, artifacts and tags of the parent MLflow run,
+the plain-language summary).
+
+The Ladder's rows: design = the point without its rung (the `model.residual` label when that is
+the one other parameter), N = the rung's N (non-embedding parameters of the rung's model on the
+base trial's design: the same N for every design of a rung, so that the bootstrap draws the same
+seeds for all designs of a rung and their differences stay paired; a design's own parameters,
+a gate's under 0.1%, are left out), D = the tokens the rung trained (its budget), loss = val_loss,
+seed = the trial's seed.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+FLOPS_PER_S = 5e10  # the dry run's CPU estimate without a probe: measured ~10k tokens/s of tiny
+# (0.84M non-embedding params) on 2 threads, 6 x 0.84M x 10k = 5e10 training FLOP/s
+GPU_FLOPS_PER_S = 3e14  # an assumption, not a measurement: ~35% of an H100's dense bf16 peak
+LOSS = "val_loss"
+MIN_RUNGS = 2  # fewer completed rungs than this: nothing to fit, said and skipped
+
+
+STUDY_FILE = "study.yaml"  # results/<name>/study.yaml: the resolved study, for `sweeps.scaling fit <folder>`
+
+
+def save(study) -> Path:
+    """The resolved study (its ladder as `scaling:`, not as the expanded `rung` parameter, and
+    absolute output paths) in results/<name>/study.yaml, so that the folder alone can be fitted."""
+    import yaml
+
+    tree = study.to_dict()  # the ladder as its scaling: section
+    tree["trial"].get("train", {}).pop("workers", None)  # copied there from resources.workers at load
+    tree["output"] = {
+        **tree["output"],
+        "dir": str(study.results_dir().parent),
+        "mlflow_uri": study.mlflow_uri(),
+    }
+    path = study.results_dir() / STUDY_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(tree, sort_keys=False))
+    return path
+
+
+def find_study(name: str):
+    """A study from a study file, a results folder (its study.yaml, written by every ladder
+    launch) or a name (results/<name>/, else studies/<name>.yaml or studies/**/<name>.yaml);
+    None when `name` is none of these."""
+    from sweeps.spec import load_study
+
+    path = Path(name)
+    if path.is_dir() and (path / STUDY_FILE).is_file():
+        return load_study(path / STUDY_FILE)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return load_study(path)
+    if path.suffix or path.is_dir():
+        return None
+    if (Path("results") / name / STUDY_FILE).is_file():
+        return load_study(Path("results") / name / STUDY_FILE)
+    found = sorted(Path("studies").glob(f"{name}.yaml")) + sorted(Path("studies").glob(f"**/{name}.yaml"))
+    return load_study(found[0]) if found else None
+
+
+def design_of(study, point: dict) -> str:
+    from sweeps.space import point_name
+    from sweeps.spec import RUNG
+
+    rest = {k: v for k, v in point.items() if k != RUNG}
+    return point_name(rest)
+
+
+def _seconds_text(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    if s < 3 * 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.0f} days"
+
+
+def dry_run_lines(study) -> list[str]:
+    """The rungs (parameters, tokens, FLOPs, epochs), the epoch warnings and the estimated CPU time:
+    per point its tokens over the cost probe's cached tokens/s when there is one, else its FLOPs
+    over FLOPS_PER_S; times the seeds (both ends with adaptive seeds)."""
+    from arch.config import presets
+    from sweeps.probe import arch_key, architecture, costs_path, load_costs
+    from sweeps.scaling.ladder import over_one_epoch, targets
+
+    rungs = study.rungs
+    if not rungs:
+        return []
+    cached = {}
+    for table in load_costs(costs_path(study)).values():
+        cached.update(table)
+    lines = [
+        f"scaling      {len(rungs)} rung(s) x {len(study.grid) // len(rungs)} design(s); N non-embedding"
+    ]
+    lines.append(f"  {'rung':4s}  {'N':>9s}  {'D tokens':>9s}  {'FLOPs':>9s}  {'epochs':>6s}  size")
+    for r in rungs:
+        model = {k.split(".", 1)[1]: v for k, v in r["overrides"].items() if k.startswith("model.")}
+        table = presets().get(model.get("preset"), {})  # a preset's own dimensions go without saying
+        size = ", ".join(f"{k}={v}" for k, v in model.items() if table.get(k, object()) != v)
+        epochs = "-" if r["epochs"] is None else f"{r['epochs']:.2f}"
+        numbers = f"{r['params']:9.3g}  {r['tokens']:9.3g}  {r['flops']:9.3g}  {epochs:>6s}"
+        lines.append(f"  {r['label']:4s}  {numbers}  {size}")
+    lines += [f"  warning: {w}" for w in over_one_epoch(rungs)]
+    gpus = study.resources.total_gpus
+    rate = GPU_FLOPS_PER_S * gpus if gpus else FLOPS_PER_S
+    seconds, probed = 0.0, 0
+    for point in study.planned_points():
+        cfg = study.trial_config(point)
+        entry = cached.get(arch_key(architecture(cfg)))
+        if entry and entry.get("tokens_per_s"):
+            seconds += cfg.train.tokens / entry["tokens_per_s"]
+            probed += 1
+        else:
+            seconds += study.rung_of(point)["flops"] / rate
+    unit = (
+        f"{GPU_FLOPS_PER_S:.0e} FLOP/s a GPU x {gpus:g} (assumed, ~35% of an H100's bf16 peak)"
+        if gpus
+        else f"{FLOPS_PER_S:.0e} FLOP/s (2 CPU threads, measured on tiny)"
+    )
+    how = (
+        f"the cost probe's cached speed for {probed} of {len(study.planned_points())} point(s), "
+        f"else FLOPs at {unit}"
+        if probed
+        else f"FLOPs at {unit}; no probe cached"
+    )
+    flops = sum(study.rung_of(p)["flops"] for p in study.planned_points())
+    total = _seconds_text(seconds * study.repeats)
+    if study.repeats_max:
+        total += f" to {_seconds_text(seconds * study.repeats_max)}"
+    kind = "GPU" if gpus else "CPU"
+    lines.append(
+        f"  {flops * study.repeats:.3g} training FLOPs; estimated {kind} time {total}, one trial at a "
+        f"time ({how})"
+    )
+    shown = ", ".join(
+        f"{t.name} ({t.params:.3g} params, {t.tokens:.3g} tokens)" for t in targets(study.scaling)
+    )
+    lines.append(f"  targets: {shown}")
+    return lines
+
+
+def ladder_of(study, trials):
+    """The Ladder of the completed trials (None when none has completed)."""
+    from optuna.trial import TrialState
+
+    from sweeps.scaling.table import Ladder
+
+    index = [o.metric for o in study.objectives].index(LOSS)
+    rows = {"design": [], "params": [], "tokens": [], "loss": [], "seed": []}
+    for t in trials:
+        if t.state != TrialState.COMPLETE or t.values is None:
+            continue
+        point = dict(t.params)
+        rung = study.rung_of(point)
+        if rung is None:
+            continue
+        rows["design"].append(design_of(study, point))
+        rows["params"].append(rung["params"])
+        rows["tokens"].append(study.trial_config(point).train.tokens)
+        rows["loss"].append(t.values[index])
+        rows["seed"].append(str(t.user_attrs.get("seed", t.number)))
+    if not rows["loss"]:
+        return None
+    return Ladder(**rows, source=f"study {study.name}")
+
+
+def reference_design(study, ladder) -> str:
+    """The design of the study's reference point, else the first baseline design (residual kind
+    none), else the first design."""
+    from sweeps.spec import RUNG
+
+    points = study.planned_points()
+    if study.reference is not None:
+        points = [p for p in points if all(p.get(k) == v for k, v in study.reference.items() if k != RUNG)]
+    else:
+        points = [p for p in points if study.trial_config(p).model.residual.kind == "none"] or points
+    for p in points:
+        if (d := design_of(study, p)) in ladder.designs:
+            return d
+    return ladder.designs[0]
+
+
+def analyse(
+    study, trials, tracker=None, stream=None, replicates: int = 200, out=None, plots: bool = True
+) -> list[str]:
+    """Fits the ladder of the completed trials, writes results/<name>/scaling/, logs the files
+    (artifacts under `scaling/`) and the target verdicts (tags) to the parent run; returns the
+    summary lines to print at the end of the launch. A ladder that cannot be fitted yet (too few
+    completed rungs) says why and returns that line: it never fails the launch."""
+    from sweeps.scaling import analyse as fit_and_predict
+    from sweeps.scaling.ladder import targets
+    from sweeps.scaling.predict import summary_lines
+    from sweeps.scaling.table import LadderError
+
+    stream = stream or sys.stdout
+    ladder = ladder_of(study, trials)
+    rungs = 0 if ladder is None else len(ladder.rung_keys())
+    if rungs < MIN_RUNGS:
+        line = f"scaling: {rungs} of {len(study.rungs)} rungs completed; too few to fit a law (no fit)"
+        print(line, file=stream)
+        return [line]
+    out = Path(out or study.results_dir() / "scaling")
+    reference = reference_design(study, ladder)
+    print(f"scaling ladder: {rungs} of {len(study.rungs)} rungs, reference {reference}", file=stream)
+    text = io.StringIO()
+    try:
+        result = fit_and_predict(
+            ladder,
+            out,
+            targets(study.scaling),
+            reference=reference,
+            replicates=replicates,
+            plots=plots,
+            stream=text,
+        )
+    except Exception as err:  # the runs are recorded; a fit that fails must not lose the launch
+        print(text.getvalue(), end="", file=stream)
+        why = str(err) if isinstance(err, LadderError) else f"{type(err).__name__}: {err}"
+        line = f"scaling: no fit: {why} (again, once fixed: python -m sweeps.scaling fit {study.name})"
+        print(line, file=stream)
+        return [line]
+    print(text.getvalue(), end="", file=stream)
+    for path in result["files"].values():
+        print(f"  {path}", file=stream)
+    if tracker is not None:
+        _log(tracker, result)
+    lines = summary_lines(result["predictions"], reference)
+    test = result["fits"].get("backtest") or {}
+    if test.get("possible"):
+        inside = sum(e["inside"] for e in test["designs"].values())
+        lines.append(f"backtest (largest rung held out): {inside}/{len(test['designs'])} measured inside")
+    return lines or [f"scaling: fitted {', '.join(ladder.designs)} (one design: no differences to report)"]
+
+
+def _log(tracker, result) -> None:
+    for path in result["files"].values():
+        tracker.log_file(tracker.parent_id, Path(path), "scaling")
+    tags = {}
+    for row in result["predictions"]:
+        if row["verdict"] == "reference":
+            continue
+        tags[f"scaling.{row['target']}.{row['design']}"] = (
+            f"{row['verdict']}: {row['diff']:+.4f} [{row['diff_lo']:+.4f}, {row['diff_hi']:+.4f}], "
+            f"{row['extrapolation']:.3g}x beyond the largest rung"
+        )
+    fit = result["fit"]
+    tags["scaling.law"] = fit.law + (" (shared exponents)" if fit.shared else "")
+    tracker.set_tags(tracker.parent_id, tags)
