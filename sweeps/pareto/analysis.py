@@ -80,7 +80,7 @@ def _loss_at_equal_cost(tracker, result: Mapping, folder, stream) -> list:
     point_curves = equal_cost.curves(tracker.client, rows)
     if not point_curves:
         return []
-    horizon = equal_cost.add_equal_time(rows, point_curves)
+    horizon = equal_cost.add_equal_time(rows, point_curves) if len(rows) > 1 else None  # one: no race
     (folder / "equal_time.json").unlink(missing_ok=True)  # of an earlier analysis
     if horizon is not None and any("val_loss_at_equal_time" in r for r in rows):
         shown = ", ".join(

@@ -145,7 +145,9 @@ def write_files(result: Mapping, folder: Path) -> list[Path]:
                 [r["rank"], r["p_front"], r["point"], point_name(r), r["seeds"], *cells,
                  json.dumps(r["params"]), r["trials"], rule]
             )  # fmt: skip
-    if result["points"] and len(metrics) > 1:
+    for stale in [*folder.glob("front_*.png"), folder / "pareto.html"]:  # of an earlier analysis
+        stale.unlink(missing_ok=True)
+    if len(result["points"]) > 1 and len(metrics) > 1:  # one point: nothing to compare, no figure
         paths += _plots(result, folder)
     return paths
 

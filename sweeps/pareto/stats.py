@@ -98,6 +98,8 @@ def p_front(
     """samples[i][metric] = {key: value} of point i; returns each point's front frequency."""
     from sweeps.pareto.fronts import nondominated_ranks, to_minimise
 
+    if len(samples) == 1:  # alone, on the front in every replicate
+        return [1.0]
     rng = np.random.default_rng(seed)
     # Metrics keyed alike (by seed, or by probe round) are resampled with the same draw.
     universe = {m: tuple(sorted({k for point in samples for k in point[m]}, key=str)) for m in metrics}

@@ -182,3 +182,12 @@ def test_loss_at_equal_time_interpolates_every_curve_at_the_fastest_budget():
     late = [{"point": "fast", "tokens_per_s": 1000.0}, {"point": "once", "tokens_per_s": 800.0}]
     add_equal_time(late, {"fast": curve(3.0), "once": [(budget, 2.8)]})
     assert "val_loss_at_equal_time" not in late[1]
+
+
+def test_a_front_of_one_point_writes_its_table_and_no_figures(tmp_path):
+    from sweeps.pareto.outputs import write_files
+
+    objectives = [("val_loss", "minimize"), ("peak_mem_mb", "minimize")]
+    result = compute([trial(i, "base", s, [REF[s], 100.0]) for i, s in enumerate(REF)], objectives, "base")
+    assert [r["p_front"] for r in result["points"]] == [1.0]  # alone on the front, no bootstrap needed
+    assert sorted(p.name for p in write_files(result, tmp_path)) == ["pareto.csv", "pareto.json"]
