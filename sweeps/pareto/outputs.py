@@ -94,7 +94,9 @@ def conclusions_text(result: Mapping) -> str:
     ref = next((r for r in result["points"] if r["point"] == ref_id), None)
     if ref is None:
         return "no reference point (a baseline design or `reference:` in the study): no paired verdicts"
-    lines = [f"against {point_name(ref)} (paired over shared seeds; intervals {verdicts_note(result)}):"]
+    lines = [
+        f"against {point_name(ref)} (paired over shared seeds; verdicts and ± at {verdicts_note(result)}):"
+    ]
     for row in sorted(result["points"], key=lambda r: (r["rank"], -r["p_front"])):
         if row is ref:
             continue

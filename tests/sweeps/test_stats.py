@@ -83,7 +83,7 @@ def test_compute_gives_verdicts_against_the_reference_and_says_them():
     assert "val_loss -0.0900 ± 0.0896 (better, 3 seed(s))" in text and "peak_mem_mb 1.010x (worse)" in text
     assert "reference" in table_text(result)
     # one tested comparison (memory is exact, no test): the plain 95% t interval
-    assert "intervals 95%, 1 comparison (nothing to adjust), one look (t test)" in text
+    assert "verdicts and ± at 95%, 1 comparison (nothing to adjust), one look (t test)" in text
 
 
 NEAR = {0: 2.01, 1: 2.49, 2: 3.005}  # within 0.01 of REF on every seed
