@@ -38,6 +38,7 @@ def fronts_for(study, trials, replicates: int = REPLICATES) -> dict:
     reference = reference_point(study, complete)
     result = compute(complete, objectives, reference, rounds, replicates, robust, study.verdict_rule)
     result["robust"] = sorted(robust)
+    result["ladder"] = bool(study.rungs)
     speed = metrics_table.TOKENS_PER_S
     scales = probe_scales(study, complete, entries) if speed in robust else {}
     for row in result["points"]:  # the probe's baseline: the interval of its own timings
@@ -123,7 +124,11 @@ def _tag_children(tracker, trials, result: Mapping) -> None:
 
 
 def reference_point(study, trials) -> str | None:
-    """The point id of the study's `reference:` (its params), else of the first baseline design."""
+    """The point id of the study's `reference:` (its params), else of the first baseline design.
+    None for a scaling ladder: its points mix model sizes, so a paired difference to one point
+    would mostly measure size; the ladder's designs are compared rung by rung in its fit."""
+    if study.rungs:
+        return None
     for t in sorted(trials, key=lambda t: t.number):
         if study.reference is not None:
             if dict(t.params) == study.reference:

@@ -92,6 +92,8 @@ def conclusions_text(result: Mapping) -> str:
     """One plain-language line per point against the reference."""
     ref_id = result.get("reference")
     ref = next((r for r in result["points"] if r["point"] == ref_id), None)
+    if ref is None and result.get("ladder"):
+        return "scaling ladder: no paired verdicts across rungs of different sizes (see the fit below)"
     if ref is None:
         return "no reference point (a baseline design or `reference:` in the study): no paired verdicts"
     lines = [

@@ -140,6 +140,9 @@ def test_a_ladder_launch_fits_the_completed_rungs_and_logs_them_to_the_parent(tm
     summary = out[out.index("24/24 done") :]
     assert "at big (2e+05 params, 2e+04 tokens) sat is predicted 0." in summary
     assert "below baseline" in summary and "x beyond the largest rung" in summary
+    # the fronts mix sizes: no paired verdict of a rung against the smallest rung's baseline
+    assert "scaling ladder: no paired verdicts across rungs of different sizes" in out
+    assert not any("verdict.val_loss" in r.data.tags for r in mlflow_runs(study, "trial"))
     names = {r.data.tags["mlflow.runName"] for r in mlflow_runs(study, "trial")}
     assert "rung=r3, residual=sat/s1" in names
     assert {r.data.params["rung"] for r in mlflow_runs(study, "trial")} == {f"r{i}" for i in range(6)}
