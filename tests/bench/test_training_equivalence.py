@@ -120,3 +120,26 @@ def test_rotate_half_patch_is_the_same_function(monkeypatch):
     assert torch.equal(q_adj.sort(0).values, q_rh.sort(0).values)
     with torch.no_grad():
         torch.testing.assert_close(rotate_half(tokens), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_reference_patch_builds_the_plain_model_with_the_backbones_groups(monkeypatch):
+    """The reference patch gives the trainer the plain GPT (rmsnorm, rope, swiglu), the same
+    parameter count as the backbone, and its norm weights out of weight decay."""
+    from bench import reference
+    from bench.patches import reference_model
+    from trainers.config import TrialConfig
+    from trainers.module import LanguageModel
+    from trainers.optim import build_optimizer
+
+    trial = TrialConfig.from_dict(te.recipe_trial(te.DEFAULT_RECIPE, 4096, 1, 0))
+    backbone = LanguageModel(trial).model
+    reference_model.apply(monkeypatch.setattr)
+    module = LanguageModel(trial)
+    assert isinstance(module.model.gpt, reference.ReferenceGPT)
+    assert module.model.gpt.features == frozenset(reference.FEATURES)
+    assert module.model.param_counts()["total"] == backbone.param_counts()["total"]
+    decay, keep = build_optimizer(module.model, trial.train).param_groups
+    assert all(p.dim() == 2 for p in decay["params"]) and decay["weight_decay"] > 0
+    assert {p.dim() for p in keep["params"]} == {1, 2}  # norm weights and the tied embedding
+    logits = module.model(torch.randint(0, 256, (2, 16)))
+    assert logits.shape == (2, 16, 256)
