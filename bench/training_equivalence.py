@@ -1,7 +1,7 @@
 """Does a change train like what it replaces? Final val_loss over seeds, before and after.
 
     python -m bench.training_equivalence --before 72aa97f --after 56732e3 --seeds 0-7 \\
-        --tokens 1000000 --margin 0.01 --jobs 2 --runs docs/bench/runs.jsonl --json -
+        --tokens 300000 --margin 0.01 --jobs 2 --runs docs/bench/runs.jsonl --json -
 
 Trains a recipe (default: the trial of studies/cpu_base.yaml, 1 thread a run) for each seed in
 two arms, each a git revision (`git archive` into a temp folder; `.` is this working tree as it
@@ -31,6 +31,7 @@ import hashlib
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -50,6 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_RECIPE = REPO / "studies" / "cpu_base.yaml"
 WORKING_TREE = "."
 POWER = 0.8
+LIVE: set[subprocess.Popen] = set()  # runs in flight, killed when the benchmark stops early
 
 
 # ---- statistics -----------------------------------------------------------------------------
@@ -161,7 +163,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--after-patch", type=Path, default=None, help="Python file run before each 'after' run")
     p.add_argument("--recipe", type=Path, default=DEFAULT_RECIPE, help="study YAML whose `trial:` is trained")
     p.add_argument("--seeds", default="0-5", help="seeds: 0-7, 0,3,5 (default 0-5)")
-    p.add_argument("--tokens", type=int, default=1_000_000, help="training tokens a run (default 1M)")
+    p.add_argument("--tokens", type=int, default=None, help="training tokens a run (default: the recipe's)")
+    p.add_argument(
+        "--recipe-evals", action="store_true", help="validate as the recipe does, not at the end only"
+    )
     p.add_argument("--threads", type=int, default=1, help="torch threads a run (default 1)")
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2)")
     p.add_argument("--margin", type=float, default=0.01, help="equivalence margin on val_loss (default 0.01)")
@@ -176,21 +181,33 @@ def parse_args(argv=None) -> argparse.Namespace:
             p.error(f"--{name.replace('_', '-')} {path}: no such file")
     if not args.recipe.is_file():
         p.error(f"--recipe {args.recipe}: no such file")
-    if args.tokens <= 0 or args.threads <= 0 or args.jobs <= 0 or args.margin <= 0:
+    if (
+        (args.tokens is not None and args.tokens <= 0)
+        or args.threads <= 0
+        or args.jobs <= 0
+        or args.margin <= 0
+    ):
         p.error("--tokens, --threads, --jobs and --margin must be positive")
     return args
 
 
-def recipe_trial(recipe: Path, tokens: int, threads: int, seed: int) -> dict:
-    """The recipe's `trial:` mapping with this run's budget, threads and seed."""
+def recipe_trial(
+    recipe: Path, tokens: int | None, threads: int, seed: int, final_eval_only: bool = True
+) -> dict:
+    """The recipe's `trial:` mapping with this run's budget, threads and seed; with
+    `final_eval_only`, validation at the end only (eval_every = the run's steps): only the final
+    val_loss is compared, and the recipe's evaluations on the way cost ~10% of a tiny run."""
     study = yaml.safe_load(recipe.read_text())
     if not isinstance(study, dict) or not isinstance(study.get("trial"), dict):
         raise SystemExit(f"{recipe}: expected a study with a `trial:` mapping")
     trial = json.loads(json.dumps(study["trial"]))
     trial["seed"] = seed
     train = trial.setdefault("train", {})
-    train["tokens"] = tokens
+    tokens = train["tokens"] = tokens or train.get("tokens", 1_000_000)
     train["num_threads"] = threads
+    if final_eval_only:
+        per_step = train.get("batch_size", 32) * train.get("grad_accum", 1) * trial["data"]["seq_len"]
+        train["eval_every"] = max(50, tokens // per_step)  # TrainConfig's least eval_every: 50
     return trial
 
 
@@ -250,7 +267,15 @@ def train(python: str, tree: Path, trial: dict, patch: Path | None) -> dict:
     spec = {"trial": trial, "patch": str(patch.resolve()) if patch else None}
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": str(trial["train"]["num_threads"])}
     command = [python, str(WORKER), json.dumps(spec)]
-    out = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
+    with subprocess.Popen(
+        command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        LIVE.add(proc)
+        try:
+            stdout, stderr = proc.communicate()
+        finally:
+            LIVE.discard(proc)
+    out = subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
     if out.returncode or not lines:
         raise RuntimeError(f"run failed (seed {trial['seed']}, tree {tree}):\n{out.stderr[-3000:]}")
@@ -266,7 +291,7 @@ def run_arms(args, arms: dict[str, tuple[str, Path | None]]) -> dict[str, dict[i
         trees = {arm: export_tree(commit, Path(tmp)) for arm, (commit, _) in arms.items()}
         for seed in args.seed_list:  # interleaved by seed: a partial run still pairs
             for arm, (commit, patch) in arms.items():
-                trial = recipe_trial(args.recipe, args.tokens, args.threads, seed)
+                trial = recipe_trial(args.recipe, args.tokens, args.threads, seed, not args.recipe_evals)
                 key = run_key(commit, patch, trial)
                 if commit != WORKING_TREE and key in cached:
                     results[arm][seed] = cached[key]["val_loss"]
@@ -281,7 +306,7 @@ def run_arms(args, arms: dict[str, tuple[str, Path | None]]) -> dict[str, dict[i
             arm, seed, commit, patch, trial, key = item
             metrics = train(args.python, trees[arm], trial, patch)
             row = {"key": key, "arm": arm, "commit": commit, "patch": str(patch) if patch else None,
-                   "seed": seed, "tokens": args.tokens, "val_loss": metrics["val_loss"],
+                   "seed": seed, "tokens": trial["train"]["tokens"], "val_loss": metrics["val_loss"],
                    "train_loss": metrics.get("train_loss"), "wall_s": metrics.get("wall_s"),
                    "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}  # fmt: skip
             done = f"val_loss {row['val_loss']:.4f} ({row['wall_s']:.0f} s)"
@@ -322,8 +347,21 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _stop(signum, frame):
+    raise SystemExit(f"stopped by signal {signum}")
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        return report_arms(args)
+    finally:
+        for proc in list(LIVE):  # Lightning ignores SIGTERM in its runs: SIGKILL
+            proc.kill()
+
+
+def report_arms(args) -> dict:
     arms = {
         "before": (resolve(args.before), args.before_patch),
         "after": (resolve(args.after), args.after_patch),

@@ -76,10 +76,13 @@ def test_parse_args_names_a_missing_patch(tmp_path, capsys):
     assert "--after-patch" in capsys.readouterr().err
 
 
-def test_recipe_trial_sets_budget_threads_and_seed():
-    trial = te.recipe_trial(te.DEFAULT_RECIPE, 1000, 1, 7)
-    assert trial["seed"] == 7 and trial["train"]["tokens"] == 1000 and trial["train"]["num_threads"] == 1
+def test_recipe_trial_sets_budget_threads_seed_and_final_eval():
+    trial = te.recipe_trial(te.DEFAULT_RECIPE, 1_000_000, 1, 7)
+    assert trial["seed"] == 7 and trial["train"]["tokens"] == 1_000_000 and trial["train"]["num_threads"] == 1
     assert trial["model"] == {"preset": "tiny"}
+    assert trial["train"]["eval_every"] == 1_000_000 // (16 * 128)  # the last step only
+    as_recipe = te.recipe_trial(te.DEFAULT_RECIPE, None, 1, 0, final_eval_only=False)
+    assert as_recipe["train"]["tokens"] == 300_000 and as_recipe["train"]["eval_every"] == 50
 
 
 def test_revisions_resolve_and_export(tmp_path):
