@@ -146,3 +146,16 @@ def test_reference_patch_builds_the_plain_model_with_the_backbones_groups(monkey
     assert {p.dim() for p in keep["params"]} == {1, 2}  # norm weights and the tied embedding
     logits = module.model(torch.randint(0, 256, (2, 16)))
     assert logits.shape == (2, 16, 256)
+
+
+def test_real_path_patch_is_the_same_rotation(monkeypatch):
+    """The control of issue 31: fp32 through the real formula gives the complex path's rotation
+    up to rounding, and is a different kernel (not bit-identical in general)."""
+    from arch import layers
+    from bench.patches import rotary_real_path
+
+    rotary = layers.Rotary(32, 64, 10000.0)
+    x = torch.randn(2, 4, 64, 32, generator=torch.Generator().manual_seed(0))
+    expected = rotary(x)
+    rotary_real_path.apply(monkeypatch.setattr)
+    torch.testing.assert_close(rotary(x), expected, atol=1e-6, rtol=1e-6)
