@@ -171,6 +171,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2)")
     p.add_argument("--margin", type=float, default=0.01, help="equivalence margin on val_loss (default 0.01)")
     p.add_argument("--runs", type=Path, default=None, help="JSON lines of runs: reused, and appended to")
+    p.add_argument("--cached-only", action="store_true", help="report the --runs file's runs, train none")
     p.add_argument("--json", default=None, help="write the report as JSON to this path ('-': stdout)")
     p.add_argument("--python", default=sys.executable, help="interpreter of the runs")
     args = p.parse_args(argv)
@@ -179,6 +180,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         path = getattr(args, name)
         if path is not None and not path.is_file():
             p.error(f"--{name.replace('_', '-')} {path}: no such file")
+    if args.cached_only and args.runs is None:
+        p.error("--cached-only reports the runs of --runs FILE: give one")
     if not args.recipe.is_file():
         p.error(f"--recipe {args.recipe}: no such file")
     if (
@@ -297,6 +300,8 @@ def run_arms(args, arms: dict[str, tuple[str, Path | None]]) -> dict[str, dict[i
                     results[arm][seed] = cached[key]["val_loss"]
                 else:
                     todo.append((arm, seed, commit, patch, trial, key))
+        if args.cached_only:
+            todo = []
         reused = sum(map(len, results.values()))
         print(f"{len(todo)} runs to train, {reused} from {args.runs}", file=sys.stderr)
 
@@ -331,6 +336,8 @@ def format_report(report: dict) -> str:
     b, a, d, s, det = (report[k] for k in ("before", "after", "difference", "spread_ratio", "detectable"))
     lines = [f"before: {report['arms']['before']}", f"after:  {report['arms']['after']}",
              "seed  before    after     after-before"]  # fmt: skip
+    if not report["seeds"]:
+        return "\n".join([*lines[:2], "no seed has a run in both arms"])
     for seed in report["seeds"]:
         x, y = report["per_seed"]["before"][seed], report["per_seed"]["after"][seed]
         lines.append(f"{seed:<5} {x:.4f}    {y:.4f}    {y - x:+.4f}")

@@ -159,3 +159,26 @@ def test_real_path_patch_is_the_same_rotation(monkeypatch):
     expected = rotary(x)
     rotary_real_path.apply(monkeypatch.setattr)
     torch.testing.assert_close(rotary(x), expected, atol=1e-6, rtol=1e-6)
+
+
+def test_cached_only_reports_the_runs_file_without_training(tmp_path, capsys):
+    """Two arms read back from a runs file (the working tree's HEAD twice, one with a patch):
+    nothing trains, and the report pairs the seeds both arms have."""
+    head = te.resolve("HEAD")
+    patch = tmp_path / "noop.py"
+    patch.write_text("")
+    runs = tmp_path / "runs.jsonl"
+    rows = []
+    for seed, (x, y) in enumerate([(2.20, 2.201), (2.25, 2.249), (2.18, 2.182)]):
+        for p, value in ((None, x), (patch, y)):
+            key = te.run_key(head, p, te.recipe_trial(te.DEFAULT_RECIPE, 4096, 1, seed))
+            rows.append(json.dumps({"key": key, "val_loss": value}))
+    runs.write_text("\n".join(rows) + "\n")
+    argv = ["--before", "HEAD", "--after", "HEAD", "--after-patch", str(patch), "--seeds", "0-4",
+            "--tokens", "4096", "--runs", str(runs), "--cached-only"]  # fmt: skip
+    argv += ["--json", str(tmp_path / "r.json")]
+    report = te.main(argv)
+    assert report["seeds"] == [0, 1, 2]
+    assert report["difference"]["mean"] == pytest.approx(0.002 / 3, abs=1e-9)
+    assert json.loads((tmp_path / "r.json").read_text())["verdict"] == report["verdict"]
+    assert "paired difference" in capsys.readouterr().out
