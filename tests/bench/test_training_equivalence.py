@@ -200,3 +200,18 @@ def test_cached_only_reports_the_runs_file_without_training(tmp_path, capsys):
     assert report["difference"]["mean"] == pytest.approx(0.002 / 3, abs=1e-9)
     assert json.loads((tmp_path / "r.json").read_text())["verdict"] == report["verdict"]
     assert "paired difference" in capsys.readouterr().out
+
+
+def test_heads_reversed_patch_is_the_same_function(monkeypatch):
+    from bench.patches import heads_reversed
+
+    cfg = {"preset": "tiny", "max_seq_len": 64}
+    tokens = torch.randint(0, 256, (2, 64), generator=torch.Generator().manual_seed(1))
+    torch.manual_seed(0)
+    plain = build_model(cfg)
+    heads_reversed.apply(monkeypatch.setattr)
+    torch.manual_seed(0)
+    reversed_heads = build_model(cfg)
+    assert not torch.equal(plain.blocks[0].attn.o_proj.weight, reversed_heads.blocks[0].attn.o_proj.weight)
+    with torch.no_grad():
+        torch.testing.assert_close(reversed_heads(tokens), plain(tokens), atol=1e-5, rtol=1e-5)
