@@ -18,6 +18,13 @@ shapes alone), so the runs pair by seed. Reports:
 - the verdict against `--margin`: `equivalent` when the 95% interval lies inside +-margin (two
   one-sided tests at 2.5% each), else `better` / `worse` when it excludes 0, else `undecided`.
 
+Patch files (bench/patches/): `reference_model` (the plain `bench.reference` GPT with rmsnorm,
+rope, swiglu in the backbone's place: `--before HEAD --after HEAD --after-patch
+bench/patches/reference_model.py`), `rotate_half_permuted` (issue 31's paired experiment), and
+the rounding controls `one_ulp_qk` and `heads_reversed`: the same model with only float rounding
+changed, the yardstick for how far rounding alone moves a seed's final loss
+(docs/bench/rotary_layout.md).
+
 Every run goes to the `--runs` file (JSON lines, keyed by commit, patch content and trial), and
 is reused from it: more seeds later cost only the new runs. A benchmark, not a CI test: a tiny
 run of 1M tokens takes minutes on one CPU thread. Run it for every change that touches a kernel,
