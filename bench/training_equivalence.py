@@ -331,8 +331,13 @@ def run_arms(args, arms: dict[str, tuple[str, Path | None]]) -> dict[str, dict[i
             return row
 
         with ThreadPoolExecutor(args.jobs) as pool:
-            for row in pool.map(one, todo):
-                results[row["arm"]][row["seed"]] = row["val_loss"]
+            try:
+                for row in pool.map(one, todo):
+                    results[row["arm"]][row["seed"]] = row["val_loss"]
+            except BaseException:  # before the pool's exit waits for its runs: stop them
+                for proc in list(LIVE):
+                    proc.kill()
+                raise
     return results
 
 
