@@ -129,10 +129,7 @@ def plot_loss_vs_compute(
     ax.set_ylabel("loss")
     ax.set_title("fits with 95% bootstrap bands; dashed: beyond the largest rung; stars: targets")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
+    return _save(fig, path)
 
 
 def plot_residuals(path: Path, ladder: Ladder, result: LadderFit) -> Path:
@@ -158,6 +155,12 @@ def plot_residuals(path: Path, ladder: Ladder, result: LadderFit) -> Path:
     ax.set_xlabel("rung compute (FLOPs)")
     ax.set_ylabel("measured - fitted loss (seed mean)")
     ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

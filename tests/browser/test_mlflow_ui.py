@@ -5,7 +5,8 @@ A small finished study (stand-in fit: 3 designs x 2 seeds, local backend) is ser
 exactly as `make mlflow-ui` serves it; the test follows the links the launcher printed. It checks
 that the runs view lists the parent run and, expanded, every trial under `<design>/s<seed>`; that
 the parent's interactive Pareto page renders its plot, with each design's label, inside MLflow's
-artifact viewer; that the PNG front loads. Screenshots go to test-output/browser/ (kept by CI).
+artifact viewer; that the PNG front loads; and that a scaling ladder's parent run shows its
+loss-vs-compute plot. Screenshots go to test-output/browser/ (kept by CI).
 """
 
 import io
@@ -19,6 +20,7 @@ import pytest
 from sweeps.launch import launch
 from sweeps.spec import load_study
 from tests.cluster import services
+from tests.scaling.test_study_ladder import ladder_study, law_fit
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import mlflow_runs, write_study
 
@@ -58,12 +60,16 @@ def finished_study(tmp_path_factory):
     out = io.StringIO()
     with redirect_stdout(out):
         assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE, stream=out) == 0
-    return study, out.getvalue()
+    # a scaling ladder beside it, in the same MLflow database (another experiment)
+    ladder, ladder_out = load_study(ladder_study(folder)), io.StringIO()
+    with redirect_stdout(ladder_out):
+        assert launch(ladder, fit=law_fit, probe=fake_fit.PROBE, stream=ladder_out) == 0
+    return study, out.getvalue(), ladder_out.getvalue()
 
 
 @pytest.fixture(scope="module")
 def ui(finished_study):
-    study, _ = finished_study
+    study = finished_study[0]
     server = services.start_mlflow(study.mlflow_uri(), {}, proxy_artifacts=False)
     yield server.uri
     server.stop()
@@ -91,7 +97,7 @@ def close_assistant(page) -> None:
 
 
 def test_runs_view_lists_the_parent_and_every_trial_by_design_name(page, ui, finished_study):
-    study, output = finished_study
+    study, output, _ = finished_study
     page.goto(printed_link(output, "MLflow runs", ui))
     parent = page.locator("[role=row]").filter(has_text="ui_demo/").first
     parent.wait_for(timeout=60_000)
@@ -112,7 +118,7 @@ def test_runs_view_lists_the_parent_and_every_trial_by_design_name(page, ui, fin
 
 
 def test_parent_run_shows_the_interactive_front_and_the_png(page, ui, finished_study):
-    _, output = finished_study
+    _, output, _ = finished_study
     run_link = printed_link(output, "MLflow parent run", ui)
     base, query = run_link.split("?", 1)
     page.goto(f"{base}/artifacts/pareto/pareto.html?{query}")
@@ -133,11 +139,26 @@ def test_parent_run_shows_the_interactive_front_and_the_png(page, ui, finished_s
 
     page.get_by_text("front_val_loss_vs_tokens_per_s.png", exact=True).click()  # in the artifact tree
     page.get_by_text("pareto/front_val_loss_vs_tokens_per_s.png").first.wait_for(timeout=60_000)
-    width = page.wait_for_function(  # the viewer's <img> of the fetched file (blob:), once decoded
+    width = shown_image_width(page)  # the viewer's <img> of the fetched file, once decoded
+    assert width >= 600  # the 6.4 in x 110 dpi figure, not a broken-image icon
+    close_assistant(page)
+    page.screenshot(path=str(SHOTS / "front_png.png"))
+
+
+def shown_image_width(page) -> int:
+    """The widest decoded <img> of a fetched artifact (blob:) in the page: 0 while none is."""
+    return page.wait_for_function(
         "() => Math.max(0, ...[...document.querySelectorAll(\"img[src^='blob:']\")]"
         ".filter(e => e.complete).map(e => e.naturalWidth))",
         timeout=60_000,
     ).json_value()
-    assert width >= 600  # the 6.4 in x 110 dpi figure, not a broken-image icon
+
+
+def test_a_ladders_parent_run_shows_its_loss_vs_compute_plot(page, ui, finished_study):
+    *_, output = finished_study
+    base, query = printed_link(output, "MLflow parent run", ui).split("?", 1)
+    page.goto(f"{base}/artifacts/scaling/loss_vs_compute.png?{query}")
+    page.get_by_text("scaling/loss_vs_compute.png").first.wait_for(timeout=60_000)
+    assert shown_image_width(page) >= 600  # the figure itself, not a broken-image icon
     close_assistant(page)
-    page.screenshot(path=str(SHOTS / "front_png.png"))
+    page.screenshot(path=str(SHOTS / "scaling_loss_vs_compute.png"))
