@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STUDY ?= studies/gate_granularity.yaml
+STUDY ?= studies/satformer_vs_baseline.yaml
 # CPU machines: the CPU build of torch (pip finds it on this machine's disk or on PyPI's CPU index).
 TORCH_SPEC ?= torch==2.13.0
 # The project's extras the venv gets on first use; .ci/run asks for all three in that one pip call
