@@ -116,7 +116,7 @@ def fuse_old_weights(state_dict: dict, prefix: str, parts: tuple[str, ...], fuse
 
 class _LinearWithRows(torch.autograd.Function):
     """x @ [W; R]^T in one GEMM, without keeping the stacked weight for backward: F.linear on
-    torch.cat([W, R]) saves that copy (measured +4 MiB at mini, SATFormer's 5 gated layers);
+    torch.cat([W, R]) saves that copy, one per gated layer (figures: docs/bench/backbone.md);
     backward stacks it again for its one GEMM. Autocast: backward runs under forward's."""
 
     @staticmethod

@@ -67,7 +67,6 @@ FUSED_DEVICES = ("cpu", "cuda")
 
 def fusable(params: list[nn.Parameter]) -> bool:
     """AdamW's fused kernel (one pass over each parameter) where every parameter is a float on a
-    CPU or CUDA device: on CPU torch otherwise steps parameter by parameter, op by op (measured
-    here, preset mini, one thread: the step 8.9 -> 3.3 ms, a training step 1.7% faster; tiny
-    1.1%). Elsewhere torch's default."""
+    CPU or CUDA device: on CPU torch otherwise steps parameter by parameter, op by op, several
+    times slower (figures: docs/bench/backbone.md). Elsewhere torch's default."""
     return bool(params) and all(p.device.type in FUSED_DEVICES and p.is_floating_point() for p in params)
