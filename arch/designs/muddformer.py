@@ -103,16 +103,19 @@ FORM_SWITCHES = {
 class MuddFormerConfig(ResidualConfig):
     kind: Literal["muddformer"] = "muddformer"
     preset: str | None = None  # a named set of the options below (PRESETS)
-    streams: Literal["qkvr", "r"] = "qkvr"
-    hidden_round: bool = True  # Caiyun's round64
-    expand_last: bool = True  # Caiyun's expand_last
-    sepln: bool = False
+    streams: Literal["qkvr", "r"] = "qkvr"  # r: the paper's single-way ablation
+    hidden_round: bool = True  # Caiyun's round64 (on in its release; the SATFormer repository: off)
+    expand_last: bool = True  # Caiyun's expand_last (on in its release; the SATFormer repository: off)
+    sepln: bool = False  # on in all three sources; which layers: sepln_layers
     # all: the SATFormer repository's and Caiyun's JAX code; after_first: Caiyun's PyTorch release
     sepln_layers: Literal["all", "after_first"] = "all"
-    pre_post_da_norm: bool = False
-    da_norm_form: Literal["satformer", "caiyun"] = "satformer"  # caiyun: its JAX mudd_prenorm/postnorm
-    param_realloc: bool = False
-    realloc_rounding: Literal["satformer", "caiyun"] = "satformer"  # 256 up / nearest 128
+    pre_post_da_norm: bool = False  # the SATFormer repository's and Caiyun's JAX code; which: da_norm_form
+    # satformer: the SATFormer repository's use_pre_post_da_norm; caiyun: Caiyun's JAX mudd_prenorm/postnorm
+    da_norm_form: Literal["satformer", "caiyun"] = "satformer"
+    param_realloc: bool = False  # all three sources; how rounded: realloc_rounding
+    # satformer: the SATFormer repository's (to 256, at least 256); caiyun: both Caiyun codes' (nearest 128)
+    realloc_rounding: Literal["satformer", "caiyun"] = "satformer"
+    # muddformer: Caiyun's JAX fan-in init (std D^-1/2); satformer: the SATFormer repository's (std 1/D)
     w1_init: Literal["muddformer", "satformer"] = "muddformer"
 
     @classmethod
