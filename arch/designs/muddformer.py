@@ -153,10 +153,11 @@ class MuddFormerConfig(ResidualConfig):
 
     @property
     def sepln_first(self) -> int:
-        """The first layer with K/V norms of its own (n_layers when none)."""
+        """The first layer whose K and V get norms of their own with sepln (after_first: 1)."""
         return 1 if self.sepln_layers == "after_first" else 0
 
     def ffn_widths(self, model) -> list[int]:
+        # one layer keeps d_ff (both reallocations divide by L - 1; Caiyun's code raises there)
         if not self.param_realloc or model.n_layers == 1:
             return [model.d_ff] * model.n_layers
         n = model.n_layers
