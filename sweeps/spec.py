@@ -710,6 +710,9 @@ LATER_DEFAULTS = {
     "trial.model.residual.gate_bias": False,
     "trial.model.residual.use_tanh": True,
     "trial.model.residual.norm_eps": "model",
+    "trial.model.residual.sepln_layers": "all",
+    "trial.model.residual.da_norm_form": "satformer",
+    "trial.model.residual.realloc_rounding": "satformer",
 }
 
 

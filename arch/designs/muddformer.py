@@ -8,34 +8,58 @@ c in (Q, K, V, R), weights over the i + 2 outputs so far:
     X^c = sum_{j <= i+1} A_i[c, :, :, j] X_j              # per token, per stream
 
 Layer i + 1 reads its attention inputs from the Q, K and V streams (each normed by the layer's
-attention norm: the official `sepln=False` form; `sepln: true` gives K and V norms of their own)
-and its residual from the R stream; the last layer makes only the R stream (C = 1), which goes to
-the final norm.
+attention norm, or with `sepln` K and V by norms of their own) and its residual from the R
+stream; the last layer makes only the R stream (C = 1), which goes to the final norm.
 
-Whose form is whose: the defaults are Caiyun's code (Caiyun-AI/MUDDFormer) with its constructor
-defaults (sepln=False), not its released configuration, which sets sepln, always reallocates FFN
-widths (rounded to 128), norms K and V from layer 1 only and has a pre/post norm of its own: that
-release is not implemented here. The options below are the SATFormer repository's baseline
-(models/muddformer; `preset: satformer_paper` sets them all):
-- `pre_post_da_norm`: X^c = RMSNorm_c(sum_j A_i[c, j] RMSNorm_j(X_j)) + X_{i+1}, with a scaled
-  norm per history entry (weight 1) and per stream (weight 1e-3), the prior a_i = 0.
-- `param_realloc`: layer i (1-based) gets the MLP width (0.5 (L - i) + 1.5 (i - 1)) / (L - 1) D_f,
-  rounded as the official code does, max(256, (w + 127) // 256 * 256) (the total moves with it).
-- `w1_init`: `muddformer` W1 ~ N(0, 1/D) in variance (MUDDFormer's code), `satformer` std 1/D
-  (the SATFormer baseline's).
-- `preset: satformer_paper` sets the SATFormer paper's MUDDFormer (configs/muddformer/*.json):
-  sepln, pre_post_da_norm, param_realloc, w1_init satformer, hidden widths C (i + 2) (no
-  rounding, no last-layer expansion). Keys given next to it win.
+Whose form is whose. Three sources: Caiyun's PyTorch release (pytorch/muddformer: modeling file
+and the released config.json, the architecture of its published checkpoints), Caiyun's JAX
+training code (jax/MaxText: exp.py `MUDDLlama2Medium`, layers/llama2.py, layers/models.py) and
+the SATFormer repository's baseline (SkyeGunasekaran/SATFormer models/muddformer,
+configs/muddformer/*.json). Every option names its form; the defaults are none of the three
+whole: the paper's equations as Caiyun's modeling file computes them with `sepln: false` and its
+FFN reallocation off (hidden widths rounded and the last one expanded as its config.json).
+- `sepln` (all three sources): K and V get norms of their own (Q keeps the block's attention
+  norm). `sepln_layers`: `all` (the SATFormer repository's baseline and Caiyun's JAX code: every
+  layer) or `after_first` (Caiyun's PyTorch release: layer 0 reads the embedding once through its
+  attention norm; K/V norms from layer 1 on, L - 1 pairs).
+- `param_realloc`: layer i (0-based) gets the MLP width (i / (L - 1) + 0.5) D_f (0.5x to 1.5x),
+  rounded by `realloc_rounding`: `satformer` (the SATFormer repository's: w = round(that), then
+  max(256, (w + 127) // 256 * 256)) or `caiyun` (Caiyun's PyTorch FeedForward and JAX
+  `dynamic_mlp_dim`: round(D_f (i / (L - 1) + 0.5) / 128) * 128, Python's round, ties to even;
+  a width of 0 is refused). Caiyun's release always reallocates. The total moves with it.
+- `pre_post_da_norm` with `da_norm_form`:
+  `satformer` (the SATFormer repository's `use_pre_post_da_norm`):
+      X^c = RMSNorm_c(sum_j A_i[c, j] RMSNorm_{i,j}(X_j)) + X_{i+1}, a scaled norm per layer per
+      history entry (weight 1) and per layer per stream (weight 1e-3);
+  `caiyun` (Caiyun's JAX `mudd_prenorm` + `mudd_postnorm`, not in its PyTorch release):
+      Y_j = RMSNorm_j(X_j), one scaled norm per output (weight 1), shared by every later layer;
+      X^c = sum_j A_i[c, j] Y_j + X_{i+1} for Q, K, V and
+      X^R = RMSNorm_i(sum_j A_i[R, j] Y_j) + X_{i+1} (weight 1e-3; the only stream of the last
+      layer), and the dense-weight MLP's input norm gets a scale (weight 1).
+  Both start with the prior a_i = 0 (X_{i+1} is added after the sum).
+- `w1_init`: `muddformer` W1 ~ N(0, 1/D) in variance (Caiyun's JAX code: fan-in, scale 1.0),
+  `satformer` std 1/D (the SATFormer repository's).
+- `hidden_round` / `expand_last`: Caiyun's `round64` / `expand_last` (both on in its released
+  config and JAX code; the SATFormer repository's baseline has neither: hidden widths C (i + 2)).
+Presets (keys given next to one win):
+- `satformer_paper`: the SATFormer paper's MUDDFormer (configs/muddformer/*.json): sepln (all
+  layers), pre_post_da_norm satformer, param_realloc satformer, w1_init satformer, no rounding, no
+  last-layer expansion.
+- `caiyun_release`: Caiyun's PyTorch release (config.json: sepln, round64, expand_last; the
+  modeling file always reallocates): sepln after_first, param_realloc caiyun, no DA norms.
+- `caiyun_jax`: Caiyun's JAX training code (MUDDLlama2Medium): sepln on every layer (its q, k, v
+  norms), pre_post_da_norm caiyun, param_realloc caiyun, rounded and expanded hidden widths.
 
-Official choices kept: RMSNorm without scale; W1 ~ N(0, 1/D) (fan-in, scale 1.0); W2 = 0;
+Official choices kept: the weight MLP's input RMSNorm without scale (but see `caiyun`); W2 = 0;
 a_i = (0, ..., 0, 1) per stream (prior on the current layer, so init == baseline); hidden width
-H_i = C_i (i + 2), times 4 on the last layer (`expand_last`), then rounded as the official code
-does, H <- (H // 64 + 1) * 64 (`hidden_round`; always rounds up, even from a multiple of 64).
+H_i = C_i (i + 2), times 4 on the last layer (`expand_last`), then rounded as Caiyun's code does,
+H <- (H // 64 + 1) * 64 (`hidden_round`; always rounds up, even from a multiple of 64).
 `streams: r` is the paper's single-way (DDFormer) ablation: one dynamic stream feeds Q, K, V, R.
-Parameters per layer: D H_i + H_i C_i (i + 2) + C_i (i + 2), + 2 D (sepln), + (i + 2 + C_i) D
-(pre_post_da_norm). Neutral point: W2 = 0 and a_i on the current layer (pre_post_da_norm: the
-stream norms' weights 0; sepln: K, V norm weights equal to the attention norm's, 1 at init); none
-with param_realloc (other MLP shapes than the baseline's).
+Parameters per layer: D H_i + H_i C_i (i + 2) + C_i (i + 2), + 2 D (sepln; none at layer 0 with
+after_first), + (i + 2 + C_i) D (pre_post_da_norm satformer) or + 3 D (caiyun, + D once for X_0).
+Neutral point: W2 = 0 and a_i on the current layer (pre_post_da_norm: a_i = 0 and the post
+norms' weights 0; sepln: K, V norm weights equal to the attention norm's, 1 at init); none with
+param_realloc (other MLP shapes than the baseline's).
 
 The weighted sum loops over the history (no stacked copy of all outputs per layer).
 """
@@ -54,24 +78,44 @@ from arch.designs.base import ResidualConfig, ResidualDesign, State, register
 from arch.layers import rms_norm
 
 WAYS = {"qkvr": 4, "r": 1}
-LAST_EXPAND = 4  # official: the last layer's hidden width is multiplied by 4
-POST_NORM_INIT = 1e-3  # official: the stream norms start almost closed (X^c ~ X_{i+1})
+LAST_EXPAND = 4  # Caiyun's code: the last layer's hidden width is multiplied by 4
+POST_NORM_INIT = 1e-3  # both DA-norm forms: the post norms start almost closed (X^c ~ X_{i+1})
 PRESETS = {
-    "satformer_paper": {"sepln": True, "pre_post_da_norm": True, "param_realloc": True,
+    "satformer_paper": {"sepln": True, "sepln_layers": "all", "pre_post_da_norm": True,
+                        "da_norm_form": "satformer", "param_realloc": True, "realloc_rounding": "satformer",
                         "w1_init": "satformer", "hidden_round": False, "expand_last": False},
+    "caiyun_release": {"sepln": True, "sepln_layers": "after_first", "pre_post_da_norm": False,
+                       "param_realloc": True, "realloc_rounding": "caiyun", "w1_init": "muddformer",
+                       "hidden_round": True, "expand_last": True},
+    "caiyun_jax": {"sepln": True, "sepln_layers": "all", "pre_post_da_norm": True, "da_norm_form": "caiyun",
+                   "param_realloc": True, "realloc_rounding": "caiyun", "w1_init": "muddformer",
+                   "hidden_round": True, "expand_last": True},
 }  # fmt: skip
+# Form keys that mean something only with their switch on: key -> (switch, its default form)
+FORM_SWITCHES = {
+    "sepln_layers": ("sepln", "all"),
+    "realloc_rounding": ("param_realloc", "satformer"),
+    "da_norm_form": ("pre_post_da_norm", "satformer"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class MuddFormerConfig(ResidualConfig):
     kind: Literal["muddformer"] = "muddformer"
     preset: str | None = None  # a named set of the options below (PRESETS)
-    streams: Literal["qkvr", "r"] = "qkvr"
-    hidden_round: bool = True
-    expand_last: bool = True
-    sepln: bool = False
-    pre_post_da_norm: bool = False
-    param_realloc: bool = False
+    streams: Literal["qkvr", "r"] = "qkvr"  # r: the paper's single-way ablation
+    hidden_round: bool = True  # Caiyun's round64 (on in its release; the SATFormer repository: off)
+    expand_last: bool = True  # Caiyun's expand_last (on in its release; the SATFormer repository: off)
+    sepln: bool = False  # on in all three sources; which layers: sepln_layers
+    # all: the SATFormer repository's and Caiyun's JAX code; after_first: Caiyun's PyTorch release
+    sepln_layers: Literal["all", "after_first"] = "all"
+    pre_post_da_norm: bool = False  # the SATFormer repository's and Caiyun's JAX code; which: da_norm_form
+    # satformer: the SATFormer repository's use_pre_post_da_norm; caiyun: Caiyun's JAX mudd_prenorm/postnorm
+    da_norm_form: Literal["satformer", "caiyun"] = "satformer"
+    param_realloc: bool = False  # all three sources; how rounded: realloc_rounding
+    # satformer: the SATFormer repository's (to 256, at least 256); caiyun: both Caiyun codes' (nearest 128)
+    realloc_rounding: Literal["satformer", "caiyun"] = "satformer"
+    # muddformer: Caiyun's JAX fan-in init (std D^-1/2); satformer: the SATFormer repository's (std 1/D)
     w1_init: Literal["muddformer", "satformer"] = "muddformer"
 
     @classmethod
@@ -85,10 +129,40 @@ class MuddFormerConfig(ResidualConfig):
             return None
         return {**PRESETS[preset], **data}
 
+    def check(self, path: str) -> list[Issue]:
+        issues = []
+        for key, (switch, default) in FORM_SWITCHES.items():
+            if getattr(self, key) != default and not getattr(self, switch):
+                issues.append(
+                    Issue(join(path, key), f"given {getattr(self, key)!r}; applies only with {switch}: true")
+                )
+        return issues
+
+    def check_against(self, model, path: str) -> list[Issue]:
+        widths = self.ffn_widths(model)
+        if min(widths) > 0:
+            return []
+        layer = widths.index(min(widths))
+        return [
+            Issue(
+                join(path, "realloc_rounding"),
+                f"given 'caiyun' with d_ff {model.d_ff}: layer {layer} gets an MLP width of 0 "
+                "(round(d_ff / 2 / 128) x 128); allowed with d_ff > 128",
+            )
+        ]
+
+    @property
+    def sepln_first(self) -> int:
+        """The first layer whose K and V get norms of their own with sepln (after_first: 1)."""
+        return 1 if self.sepln_layers == "after_first" else 0
+
     def ffn_widths(self, model) -> list[int]:
+        # one layer keeps d_ff (both reallocations divide by L - 1; Caiyun's code raises there)
         if not self.param_realloc or model.n_layers == 1:
             return [model.d_ff] * model.n_layers
         n = model.n_layers
+        if self.realloc_rounding == "caiyun":  # Caiyun's expression, evaluated in its order
+            return [round(model.d_ff * (i / (n - 1) + 0.5) / 128) * 128 for i in range(n)]
         widths = []
         for i in range(1, n + 1):
             w = int(round((0.5 * (n - i) + 1.5 * (i - 1)) / (n - 1) * model.d_ff))
@@ -105,7 +179,7 @@ def hidden_width(ways: int, layer: int, n_layers: int, cfg: MuddFormerConfig) ->
 
 @dataclasses.dataclass
 class MuddState(State):
-    history: list[torch.Tensor] = dataclasses.field(default_factory=list)  # X_0 .. X_i, [B, T, D]
+    history: list[torch.Tensor] = dataclasses.field(default_factory=list)  # X_0 .. X_i (caiyun: normed)
     q: torch.Tensor | None = None
     k: torch.Tensor | None = None
     v: torch.Tensor | None = None
@@ -127,11 +201,16 @@ class MuddFormer(ResidualDesign):
             nn.Parameter(torch.empty(self.ways[i] * (i + 2), h)) for i, h in enumerate(widths)
         )  # [C_i (i + 2), H_i]
         self.prior = nn.ParameterList(nn.Parameter(torch.empty(self.ways[i], i + 2)) for i in range(n))
-        # sepln: the K and V norms' weights per layer (Q keeps the block's attention norm)
-        self.kv_norm = nn.Parameter(torch.empty(n, 2, d)) if cfg.sepln else None
-        if cfg.pre_post_da_norm:
+        # sepln: the K and V norms' weights of layers sepln_first.. (Q keeps the block's attention norm)
+        self.kv_norm = nn.Parameter(torch.empty(n - cfg.sepln_first, 2, d)) if cfg.sepln else None
+        self.da_norm = cfg.da_norm_form if cfg.pre_post_da_norm else None
+        if self.da_norm == "satformer":  # per layer: a norm per history entry, one per stream
             self.pre_norm = nn.ParameterList(nn.Parameter(torch.empty(i + 2, d)) for i in range(n))
             self.post_norm = nn.ParameterList(nn.Parameter(torch.empty(self.ways[i], d)) for i in range(n))
+        elif self.da_norm == "caiyun":
+            self.history_norm = nn.Parameter(torch.empty(n + 1, d))  # X_0..X_L, normed once
+            self.r_post_norm = nn.Parameter(torch.empty(n, d))  # per layer, the R stream only
+            self.dw_norm = nn.Parameter(torch.empty(n, d))  # scale of the weight MLP's input norm
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -141,43 +220,55 @@ class MuddFormer(ResidualDesign):
             nn.init.normal_(w, std=std)
         self.make_neutral_()
         with torch.no_grad():
-            if self.cfg.pre_post_da_norm:
+            if self.da_norm == "satformer":
                 for post in self.post_norm:
                     post.fill_(POST_NORM_INIT)
+            elif self.da_norm == "caiyun":
+                self.r_post_norm.fill_(POST_NORM_INIT)
+
+    def _entry(self, j: int, x: torch.Tensor) -> torch.Tensor:
+        """History entry j as kept: X_j, or with da_norm_form caiyun RMSNorm_j(X_j)."""
+        return rms_norm(x, self.history_norm[j], self.eps) if self.da_norm == "caiyun" else x
 
     def begin(self, h0, record_gates: bool = False) -> MuddState:
-        return MuddState(h=h0, gates={} if record_gates else None, history=[h0], q=h0, k=h0, v=h0)
+        history = [self._entry(0, h0)]
+        return MuddState(h=h0, gates={} if record_gates else None, history=history, q=h0, k=h0, v=h0)
 
     def attn_inputs(self, layer: int, state: MuddState):
         return state.q, state.k, state.v
 
     def norm_attn_inputs(self, layer: int, q_in, k_in, v_in, norm):
-        if self.kv_norm is None:
+        row = layer - self.cfg.sepln_first
+        if self.kv_norm is None or row < 0:
             return super().norm_attn_inputs(layer, q_in, k_in, v_in, norm)
-        xk = rms_norm(k_in, self.kv_norm[layer, 0], self.eps)
-        return norm(q_in), xk, rms_norm(v_in, self.kv_norm[layer, 1], self.eps)
+        xk = rms_norm(k_in, self.kv_norm[row, 0], self.eps)
+        return norm(q_in), xk, rms_norm(v_in, self.kv_norm[row, 1], self.eps)
 
     def dense_weights(self, layer: int, x: torch.Tensor) -> torch.Tensor:
         """A_i from X_{i+1} [B, T, D] -> [C, B, T, i + 2] (not gates: they stay out of `State.gates`)."""
         b, t, d = x.shape
-        z = F.gelu(F.linear(rms_norm(x, None, self.eps), self.w1[layer]))  # [B, T, H_i]
+        scale = self.dw_norm[layer] if self.da_norm == "caiyun" else None
+        z = F.gelu(F.linear(rms_norm(x, scale, self.eps), self.w1[layer]))  # [B, T, H_i]
         dw = F.linear(z, self.w2[layer]).view(b, t, self.ways[layer], layer + 2) + self.prior[layer]
         return dw.permute(2, 0, 1, 3)
 
     def add_mlp(self, layer: int, state: MuddState, out: torch.Tensor) -> None:
         x = state.h + out  # X_{i+1}
-        state.history.append(x)
+        state.history.append(self._entry(layer + 1, x))
         c, span = self.ways[layer], layer + 2
         dw = self.dense_weights(layer, x).unsqueeze(-1)  # [C, B, T, i+2, 1]
         history = state.history
-        if self.cfg.pre_post_da_norm:
+        if self.da_norm == "satformer":
             history = [rms_norm(h, w, self.eps) for h, w in zip(history, self.pre_norm[layer], strict=True)]
         mixed = dw[..., 0, :] * history[0]  # [C, B, T, D]
         for j in range(1, span):
             mixed = mixed + dw[..., j, :] * history[j]
-        if self.cfg.pre_post_da_norm:
+        if self.da_norm == "satformer":
             post = self.post_norm[layer].view(c, 1, 1, -1)
             mixed = rms_norm(mixed, None, self.eps) * post + x
+        elif self.da_norm == "caiyun":  # Q, K, V: the sum + X_{i+1}; R: normed first
+            r = rms_norm(mixed[-1], self.r_post_norm[layer], self.eps) + x
+            mixed = torch.cat([mixed[:-1] + x, r[None]]) if c > 1 else r[None]
         if c == 4:
             state.q, state.k, state.v, state.h = mixed.unbind(0)
         else:
@@ -187,13 +278,14 @@ class MuddFormer(ResidualDesign):
 
     def expected_param_count(self) -> int:
         n, d, cfg = self.model_cfg.n_layers, self.model_cfg.d_model, self.cfg
-        total = 0
+        total = d if self.da_norm == "caiyun" else 0  # the embedding's history norm
         for i in range(n):
             c = 1 if i == n - 1 else WAYS[cfg.streams]
             h = c * (i + 2) * (LAST_EXPAND if cfg.expand_last and i == n - 1 else 1)
             h = 64 * (h // 64 + 1) if cfg.hidden_round else h
             total += d * h + h * c * (i + 2) + c * (i + 2)
-            total += (2 * d if cfg.sepln else 0) + ((i + 2 + c) * d if cfg.pre_post_da_norm else 0)
+            total += 2 * d if cfg.sepln and i >= cfg.sepln_first else 0
+            total += {"satformer": (i + 2 + c) * d, "caiyun": 3 * d, None: 0}[self.da_norm]
         return total
 
     @torch.no_grad()
@@ -201,12 +293,16 @@ class MuddFormer(ResidualDesign):
         for w2, a in zip(self.w2, self.prior, strict=True):
             w2.zero_()
             a.zero_()
-            if not self.cfg.pre_post_da_norm:
-                a[:, -1] = 1.0  # with the norms, X_{i+1} is added after them instead
+            if self.da_norm is None:
+                a[:, -1] = 1.0  # with the DA norms, X_{i+1} is added after them instead
         if self.kv_norm is not None:
             self.kv_norm.fill_(1.0)
-        if self.cfg.pre_post_da_norm:
+        if self.da_norm == "satformer":
             for pre, post in zip(self.pre_norm, self.post_norm, strict=True):
                 pre.fill_(1.0)
                 post.zero_()
+        elif self.da_norm == "caiyun":
+            self.history_norm.fill_(1.0)
+            self.dw_norm.fill_(1.0)
+            self.r_post_norm.zero_()
         return not self.cfg.param_realloc

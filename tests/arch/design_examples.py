@@ -45,6 +45,15 @@ DESIGN_EXAMPLES = [
     ("muddformer_single_way_unrounded", {"kind": "muddformer", "streams": "r", "hidden_round": False}),
     ("muddformer_sepln", {"kind": "muddformer", "sepln": True}),
     ("muddformer_pre_post_da_norm", {"kind": "muddformer", "pre_post_da_norm": True}),
+    ("muddformer_sepln_after_first", {"kind": "muddformer", "sepln": True, "sepln_layers": "after_first"}),
+    (
+        "muddformer_caiyun_da_norm",
+        {"kind": "muddformer", "pre_post_da_norm": True, "da_norm_form": "caiyun"},
+    ),
+    (
+        "muddformer_caiyun_da_norm_single_way",
+        {"kind": "muddformer", "streams": "r", "pre_post_da_norm": True, "da_norm_form": "caiyun"},
+    ),
     (
         "muddformer_satformer_paper",
         {"kind": "muddformer", "preset": "satformer_paper"},

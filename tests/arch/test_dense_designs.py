@@ -255,9 +255,182 @@ def test_muddformer_satformer_paper_preset_sets_the_released_options_and_yields_
     mine = {"kind": "muddformer", "preset": "satformer_paper", "sepln": False}
     assert ModelConfig.from_dict({**HARNESS_MODEL, "residual": mine}).residual.sepln is False
     with pytest.raises(
-        ConfigError, match=r"model\.residual\.preset: given 'paper'; allowed: satformer_paper"
+        ConfigError,
+        match=r"model\.residual\.preset: given 'paper'; allowed: satformer_paper, caiyun_release, caiyun_jax",
     ):
         ModelConfig.from_dict({**HARNESS_MODEL, "residual": {"kind": "muddformer", "preset": "paper"}})
+
+
+# MUDDFormer as Caiyun released it: its PyTorch release (sepln from layer 1, FFN widths rounded
+# to 128) and its JAX training code (its own pre/post norm), beside the SATFormer repository's.
+
+
+def test_muddformer_sepln_after_first_layer0_reads_one_normed_stream_later_layers_own_kv_norms():
+    model = make({"kind": "muddformer", "sepln": True, "sepln_layers": "after_first"})
+    design = model.residual
+    assert design.kv_norm.shape == (3, 2, 32)  # layers 1..3 only (Caiyun's attention_norms)
+    randomise_(design)
+    g = torch.Generator().manual_seed(4)
+    h0 = torch.randn(2, 5, 32, generator=g)
+    norm0 = model.blocks[0].attn_norm
+    xq, xk, xv = design.norm_attn_inputs(0, h0, h0, h0, norm0)
+    assert xk is xq and xv is xq  # one norm, computed once, as Caiyun's layer 0
+    torch.testing.assert_close(xq, hand_norm(h0, norm0.weight, None))
+    q, k, v = (torch.randn(2, 5, 32, generator=g) for _ in range(3))
+    norm2 = model.blocks[2].attn_norm
+    xq, xk, xv = design.norm_attn_inputs(2, q, k, v, norm2)
+    torch.testing.assert_close(xq, hand_norm(q, norm2.weight, None))
+    torch.testing.assert_close(xk, hand_norm(k, design.kv_norm[1, 0], None))  # row 1 = layer 2
+    torch.testing.assert_close(xv, hand_norm(v, design.kv_norm[1, 1], None))
+
+
+def test_muddformer_caiyun_realloc_rounds_to_128_in_caiyuns_float_order_ties_to_even():
+    # L = 4, D_f = 384: D_f (i / 3 + 0.5) / 128 = 1.5, 2.5, 3.4999999999999996 (448 exactly, but
+    # 2 / 3 + 0.5 rounds below 7 / 6 in floats), 4.5; Python's round: 2, 2, 3, 4 (ties to even)
+    model = make({"kind": "muddformer", "param_realloc": True, "realloc_rounding": "caiyun"}, d_ff=384)
+    assert [b.mlp.down_proj.in_features for b in model.blocks] == [256, 256, 384, 512]
+    # small preset, L = 11, D_f = 3072: layer 2 is 16.8 x 128 -> 2176 (SATFormer's rounding: 2048)
+    cfg = ModelConfig.from_dict(
+        {"preset": "small", "residual": {"kind": "muddformer", "preset": "caiyun_release"}}
+    )
+    assert cfg.residual.ffn_widths(cfg) == [1536, 1792, 2176, 2432, 2816, 3072, 3328, 3712, 3968, 4352, 4608]
+    # Caiyun's released config: D_f 6912, L = 32: 0.5 x and 1.5 x are 27 x 128 and 81 x 128
+    cfg = ModelConfig.from_dict(
+        {"d_model": 2560, "n_heads": 32, "n_layers": 32, "d_ff": 6912,
+         "residual": {"kind": "muddformer", "preset": "caiyun_release"}}
+    )  # fmt: skip
+    widths = cfg.residual.ffn_widths(cfg)
+    assert (widths[0], widths[-1], sum(widths)) == (3456, 10368, 32 * 6912)
+
+
+def test_muddformer_caiyun_realloc_refuses_a_zero_width():
+    # d_ff 128: layer 0 gets round(64 / 128) = round(0.5) = 0 (ties to even)
+    residual = {"kind": "muddformer", "param_realloc": True, "realloc_rounding": "caiyun"}
+    with pytest.raises(
+        ConfigError, match=r"model\.residual\.realloc_rounding: .*d_ff 128: layer 0 .* width of 0"
+    ):
+        ModelConfig.from_dict({**HARNESS_MODEL, "d_ff": 128, "residual": residual})
+    assert ModelConfig.from_dict({**HARNESS_MODEL, "d_ff": 130, "residual": residual})  # 65 / 128 -> 1
+
+
+def test_muddformer_caiyun_da_norm_matches_caiyuns_jax_equations():
+    # jax/MaxText/layers/models.py (mudd_prenorm, mudd_postnorm) and llama2.py (pre_dense_proj1_norm)
+    design = make({"kind": "muddformer", "pre_post_da_norm": True, "da_norm_form": "caiyun"}).residual
+    randomise_(design)
+    g = torch.Generator().manual_seed(5)
+    h0 = torch.randn(2, 5, 32, generator=g)
+    state = design.begin(h0)
+    hids = [hand_norm(h0, design.history_norm[0], None)]  # each output normed once, by its own norm
+    for i in range(4):
+        out = torch.randn(2, 5, 32, generator=g)
+        y = state.h + out
+        design.add_mlp(i, state, out)
+        hids.append(hand_norm(y, design.history_norm[i + 1], None))
+        z = torch.nn.functional.gelu(hand_norm(y, design.dw_norm[i], None) @ design.w1[i].T)
+        dw = ((z @ design.w2[i].T).view(2, 5, -1, i + 2) + design.prior[i]).permute(2, 0, 1, 3)
+        sums = torch.einsum("LBTD,CBTL->CBTD", torch.stack(hids), dw)
+        c = len(dw)  # y + (post_norm(wsum) if cidx == C - 1 else wsum)
+        expected = torch.stack(
+            [
+                y + (hand_norm(sums[k], design.r_post_norm[i], None) if k == c - 1 else sums[k])
+                for k in range(c)
+            ]
+        )
+        got = torch.stack([state.q, state.k, state.v, state.h]) if i < 3 else state.h[None]
+        # the model's CPU RMSNorm (arch.layers.rms_norm) rounds differently from the written-out one
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-4)
+
+
+def test_muddformer_caiyun_da_norm_init_and_parameters():
+    design = make({"kind": "muddformer", "pre_post_da_norm": True, "da_norm_form": "caiyun"}).residual
+    assert all(not a.any() for a in design.prior)  # dense2_bias_init_value 0 with both norms
+    assert torch.equal(design.r_post_norm, torch.full((4, 32), 1e-3))  # constant(0.001)
+    assert torch.equal(design.history_norm, torch.ones(5, 32))
+    assert torch.equal(design.dw_norm, torch.ones(4, 32))
+    assert not hasattr(design, "pre_norm") and not hasattr(design, "post_norm")
+
+
+@pytest.mark.parametrize(
+    ("preset", "extra"),
+    [
+        # sepln after_first: 2 D on layers 1..3; no DA norms
+        ("caiyun_release", lambda d, n: 2 * d * (n - 1)),
+        # sepln on every layer: 2 D L; caiyun DA norms: (L + 1) history norms + L R norms + L scales
+        ("caiyun_jax", lambda d, n: 2 * d * n + (3 * n + 1) * d),
+    ],
+)
+def test_muddformer_caiyun_presets_param_formula_by_hand(preset, extra):
+    # D = 32, L = 4, qkvr, hidden widths C (i + 2) = 8, 12, 16, last (L + 1) x 4 = 20, each -> 64
+    model = make({"kind": "muddformer", "preset": preset}, d_ff=384)
+    design = model.residual
+    by_hand = sum(32 * 64 + 64 * o + o for o in (8, 12, 16, 5)) + extra(32, 4)
+    assert sum(p.numel() for p in design.parameters()) == by_hand == design.expected_param_count()
+    assert [b.mlp.down_proj.in_features for b in model.blocks] == [256, 256, 384, 512]
+
+
+@pytest.mark.parametrize("preset", ["caiyun_release", "caiyun_jax"])
+def test_muddformer_caiyun_presets_train_and_round_trip(preset):
+    model = make({"kind": "muddformer", "preset": preset}, d_ff=384)
+    x = tokens()
+    loss = model(x).logsumexp(-1).mean()
+    loss.backward()
+    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters())
+    assert ModelConfig.from_dict(model.cfg.to_dict()) == model.cfg
+
+
+def test_muddformer_caiyun_presets_set_their_forms_and_yield_to_given_keys():
+    def residual(preset, **keys):
+        mapping = {**HARNESS_MODEL, "d_ff": 384, "residual": {"kind": "muddformer", "preset": preset, **keys}}
+        return ModelConfig.from_dict(mapping).residual
+
+    r = residual("caiyun_release")
+    assert (r.sepln, r.sepln_layers, r.pre_post_da_norm) == (True, "after_first", False)
+    assert (r.param_realloc, r.realloc_rounding, r.hidden_round, r.expand_last) == (
+        True,
+        "caiyun",
+        True,
+        True,
+    )
+    r = residual("caiyun_jax")
+    assert (r.sepln, r.sepln_layers, r.pre_post_da_norm, r.da_norm_form) == (True, "all", True, "caiyun")
+    assert (r.param_realloc, r.realloc_rounding, r.w1_init) == (True, "caiyun", "muddformer")
+    assert residual("caiyun_release", sepln_layers="all").sepln_layers == "all"
+    r = residual("satformer_paper")  # the SATFormer repository's forms, named
+    assert (r.sepln_layers, r.da_norm_form, r.realloc_rounding) == ("all", "satformer", "satformer")
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        (
+            {"sepln_layers": "after_first"},
+            r"sepln_layers: given 'after_first'; applies only with sepln: true",
+        ),
+        (
+            {"realloc_rounding": "caiyun"},
+            r"realloc_rounding: given 'caiyun'; applies only with param_realloc: true",
+        ),
+        (
+            {"da_norm_form": "caiyun"},
+            r"da_norm_form: given 'caiyun'; applies only with pre_post_da_norm: true",
+        ),
+        (
+            {"sepln": True, "sepln_layers": "second"},
+            r"sepln_layers: given 'second'; allowed: all, after_first",
+        ),
+        (
+            {"pre_post_da_norm": True, "da_norm_form": "jax"},
+            r"da_norm_form: given 'jax'; allowed: satformer, caiyun",
+        ),
+        (
+            {"param_realloc": True, "realloc_rounding": 128},
+            r"realloc_rounding: given 128; allowed: satformer, caiyun",
+        ),
+    ],
+)
+def test_muddformer_form_keys_reject_bad_values_and_keys_without_their_switch(keys, message):
+    with pytest.raises(ConfigError, match=r"model\.residual\." + message):
+        ModelConfig.from_dict({**HARNESS_MODEL, "residual": {"kind": "muddformer", **keys}})
 
 
 # --- Hyper-Connections -------------------------------------------------------------------------

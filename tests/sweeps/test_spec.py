@@ -177,18 +177,22 @@ def test_samplers_are_one_registry_that_validation_and_optuna_read(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("residual", "key", "other"),
+    ("residual", "key", "other", "extra"),
     [
-        ("{kind: value_residual}", "gate_bias", "true"),
-        ("{kind: hyper_connections}", "use_tanh", "false"),
-        ("{kind: hyper_connections}", "norm_eps", "torch_default"),
+        ("{kind: value_residual}", "gate_bias", "true", []),
+        ("{kind: hyper_connections}", "use_tanh", "false", []),
+        ("{kind: hyper_connections}", "norm_eps", "torch_default", []),
+        ("{kind: muddformer, sepln: true}", "sepln_layers", "after_first", []),
+        ("{kind: muddformer, pre_post_da_norm: true}", "da_norm_form", "caiyun", []),
+        # Caiyun's rounding needs d_ff > 128 (layer 0 would get no MLP)
+        ("{kind: muddformer, param_realloc: true}", "realloc_rounding", "caiyun", ["trial.model.d_ff=384"]),
     ],
 )
-def test_keys_added_later_leave_fingerprints_at_their_defaults_alone(tmp_path, residual, key, other):
+def test_keys_added_later_leave_fingerprints_at_their_defaults_alone(tmp_path, residual, key, other, extra):
     """A study run before a key existed resumes: at its default the key is not in the fingerprint."""
     text = BASE.replace("space:\n  model.residual.kind: [none, value_residual]\n", "")
-    study = load_study(write(tmp_path / "s.yaml", text), [f"trial.model.residual={residual}"])
+    study = load_study(write(tmp_path / "s.yaml", text), [f"trial.model.residual={residual}", *extra])
     assert f"trial.model.residual.{key}" not in study.fingerprint()
-    sets = [f"trial.model.residual={residual}", f"trial.model.residual.{key}={other}"]
+    sets = [f"trial.model.residual={residual}", f"trial.model.residual.{key}={other}", *extra]
     changed = load_study(write(tmp_path / "s.yaml", text), sets)
     assert f"trial.model.residual.{key}" in changed.fingerprint()
