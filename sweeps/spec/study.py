@@ -54,9 +54,9 @@ from arch.configtree import (
     set_path,
 )
 from sweeps import backends
-from sweeps.paths import KeyPaths
-from sweeps.samplers import SAMPLERS, taking
-from sweeps.space import Param, SearchSpace, point_id
+from sweeps.spec.paths import KeyPaths
+from sweeps.spec.samplers import SAMPLERS, taking
+from sweeps.spec.space import Param, SearchSpace, point_id
 from trainers import metrics as metrics_table
 from trainers.records import DEFAULT_TRACKING_URI
 
@@ -67,7 +67,7 @@ def _field(default, **bounds):
 
 @dataclasses.dataclass(frozen=True)
 class SamplerConfig:
-    kind: str = "grid"  # a name of sweeps.samplers.SAMPLERS
+    kind: str = "grid"  # a name of sweeps.spec.samplers.SAMPLERS
     seed: int = 0
     n_startup_trials: int | None = None  # tpe, gp: random points before the model kicks in
     population_size: int | None = None  # nsga2
@@ -316,7 +316,7 @@ class Study:
 
     @functools.cached_property
     def paths(self) -> KeyPaths:
-        """Every path this study can name (sweeps.paths): its parameters, the paths of its base
+        """Every path this study can name (sweeps.spec.paths): its parameters, the paths of its base
         trial and of every point it can run (the grid, or the corners of a sampled space), and
         the objective metrics. Valid once the points parse (after loading)."""
         points = self.grid if self.sampler.kind == "grid" else self.search_space.corners()
