@@ -32,7 +32,7 @@ ATTR = "adaptive_seeds"
 
 def seed_counts(plan) -> dict[str, int]:
     """Seeds per point id as decided so far (every point at `min` before any decision)."""
-    from sweeps.space import point_id
+    from sweeps.spec.space import point_id
 
     ids = [point_id(p) for p in plan.study.planned_points()]
     if plan.study.repeats_max is None:  # fixed seeds: nothing stored to read

@@ -29,10 +29,10 @@ import warnings
 import optuna
 from optuna.trial import TrialState
 
-from sweeps import adaptive, samplers
+from sweeps import adaptive
 from sweeps import storage as storages
-from sweeps.space import point_id
-from sweeps.spec import Study
+from sweeps.spec import Study, samplers
+from sweeps.spec.space import point_id
 
 INTERRUPTED = "interrupted"
 WAIT = "wait"  # Plan.claim: nothing to claim now, but other launchers' runs may still fail

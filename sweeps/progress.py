@@ -6,7 +6,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from sweeps.space import point_name
+from sweeps.spec.space import point_name
 
 
 def fmt_s(seconds: float) -> str:

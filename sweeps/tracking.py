@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from sweeps.space import point_name
+from sweeps.spec.space import point_name
 from trainers.records import EXPERIMENT_TAGS
 
 PACKAGES = ("torch", "lightning", "ray", "optuna", "mlflow", "numpy", "satsweep")

@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from sweeps import space
+from sweeps.spec import space
 from trainers import metrics as metrics_table
 
 
@@ -23,7 +23,7 @@ def axis_title(metric: str, direction: str) -> str:
 
 
 def point_name(row: Mapping) -> str:
-    """A row's short name (`sweeps.space.point_name` of its params)."""
+    """A row's short name (`sweeps.spec.space.point_name` of its params)."""
     return space.point_name(row["params"])
 
 

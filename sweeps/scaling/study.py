@@ -65,8 +65,8 @@ def find_study(name: str):
 
 
 def design_of(study, point: dict) -> str:
-    from sweeps.space import point_name
     from sweeps.spec import RUNG
+    from sweeps.spec.space import point_name
 
     rest = {k: v for k, v in point.items() if k != RUNG}
     return point_name(rest)

@@ -12,8 +12,8 @@ import pytest
 from optuna.trial import TrialState
 
 from sweeps import adaptive, launch
-from sweeps.space import point_id
 from sweeps.spec import load_study
+from sweeps.spec.space import point_id
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import mlflow_runs, optuna_trials, write_study
 from tests.sweeps.test_launch import start, wait_for_complete

@@ -165,8 +165,8 @@ def test_backends_are_one_registry_and_a_bad_name_lists_it(tmp_path):
 def test_samplers_are_one_registry_that_validation_and_optuna_read(tmp_path):
     import optuna
 
-    from sweeps.samplers import SAMPLERS, build
     from sweeps.spec import SamplerConfig
+    from sweeps.spec.samplers import SAMPLERS, build
 
     for kind, entry in SAMPLERS.items():
         options = {option: 3 for option in entry.options}
