@@ -172,19 +172,14 @@ def ladder_of(study, trials):
 
 
 def reference_design(study, ladder) -> str:
-    """The design of the study's reference point, else the first baseline design (residual kind
-    none), else the first design."""
-    from sweeps.spec import RUNG
+    """The name of the study's reference design (`sweeps.pareto.analysis.reference_design`: the
+    study's reference point, else the first baseline design), else the first design."""
+    from sweeps.pareto.analysis import reference_design as design_params
+    from sweeps.space import point_name
 
-    points = study.planned_points()
-    if study.reference is not None:
-        points = [p for p in points if all(p.get(k) == v for k, v in study.reference.items() if k != RUNG)]
-    else:
-        points = [p for p in points if study.trial_config(p).model.residual.kind == "none"] or points
-    for p in points:
-        if (d := design_of(study, p)) in ladder.designs:
-            return d
-    return ladder.designs[0]
+    params = design_params(study)
+    name = None if params is None else point_name(params)
+    return name if name in ladder.designs else ladder.designs[0]
 
 
 def analyse(

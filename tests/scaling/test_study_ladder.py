@@ -140,9 +140,15 @@ def test_a_ladder_launch_fits_the_completed_rungs_and_logs_them_to_the_parent(tm
     summary = out[out.index("24/24 done") :]
     assert "at big (2e+05 params, 2e+04 tokens) sat is predicted 0." in summary
     assert "below baseline" in summary and "x beyond the largest rung" in summary
-    # the fronts mix sizes: no paired verdict of a rung against the smallest rung's baseline
-    assert "scaling ladder: no paired verdicts across rungs of different sizes" in out
-    assert not any("verdict.val_loss" in r.data.tags for r in mlflow_runs(study, "trial"))
+    # paired verdicts within each rung (same size, budget and seeds), never across sizes
+    fronts = out[out.index("per rung, against the reference design") : out.index("scaling ladder: 6 of 6")]
+    for rung in study.rungs:
+        size = f"(N {rung['params']:.3g}, D {rung['tokens']:.3g} tokens)"
+        assert f"  rung {rung['label']} {size}, against baseline:\n    sat: val_loss -0.1" in fronts
+    children = mlflow_runs(study, "trial")
+    words = {r.data.tags["mlflow.runName"]: r.data.tags["verdict"] for r in children}
+    assert words["rung=r0, residual=baseline/s0"] == "reference"
+    assert all(words[f"rung=r{i}, residual=sat/s1"].startswith("val_loss: ") for i in range(6))
     names = {r.data.tags["mlflow.runName"] for r in mlflow_runs(study, "trial")}
     assert "rung=r3, residual=sat/s1" in names
     assert {r.data.params["rung"] for r in mlflow_runs(study, "trial")} == {f"r{i}" for i in range(6)}
@@ -210,3 +216,57 @@ def test_the_paper_ladder_resolves(tmp_path):
     assert (xl.model.d_model, xl.model.d_ff, xl.model.n_layers, xl.train.tokens) == (
         2048, 5504, 24, study.rungs[-1]["tokens"])  # fmt: skip
     assert "estimated GPU time" in launcher.plan_text(study)
+
+
+def split_fit(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_path=None):
+    """A stand-in whose design effect differs by rung: at the larger size `sat` is 0.2 below the
+    baseline on every seed (decided at 2 seeds), at the smaller +-0.05 around it, alternating
+    with the seed (never decided). The smaller size is 0.5 worse, so the fronts are clear-cut."""
+    small = config.model.d_model == SIZES[0]["d_model"]
+    gap = 0.0
+    if config.model.residual.kind != "none":
+        gap = 0.05 * (-1) ** config.seed if small else -0.2
+    loss = 3.0 + 0.5 * small + gap + 0.01 * config.seed
+    metrics = {"val_loss": loss, "tokens": float(config.train.tokens), "peak_mem_mb": 100.0}
+    trainer = SimpleNamespace(sanity_checking=False, callback_metrics=metrics)
+    for cb in callbacks:
+        cb.on_validation_end(trainer, None)
+    return {**metrics, "train_tokens_per_s": 800.0}
+
+
+def test_adaptive_seeds_decide_rung_by_rung(tmp_path, capsys):
+    """Two rungs (two sizes, one budget), seeds 2..4: the rung whose pair stays open grows both
+    its points to 4 seeds (the reference grows with the point it pairs with); the decided rung
+    stays at 2."""
+    section = {**LADDER, "sizes": SIZES[:2], "tokens": [20480]}
+    study = load_study(write_study(tmp_path, name="ladder", scaling=section, repeats={"min": 2, "max": 4}))
+    assert launch(study, fit=split_fit, probe=fake_fit.PROBE) == 0
+    out = capsys.readouterr().out
+    seeds = {}
+    for t in optuna_trials(study):
+        assert t.state == TrialState.COMPLETE
+        seeds.setdefault((t.params["rung"], t.params["model.residual"]), []).append(t.user_attrs["seed"])
+    small, large = (r["label"] for r in study.rungs)
+    assert {k: sorted(v) for k, v in seeds.items()} == {
+        (small, "baseline"): [0, 1, 2, 3], (small, "sat"): [0, 1, 2, 3],
+        (large, "baseline"): [0, 1], (large, "sat"): [0, 1],
+    }  # fmt: skip
+    assert f"rung {large} " in out and "sat: val_loss -0.2000 ± 0.0000 (better, 2 seed(s)" in out
+    assert "sat: val_loss +0.0000" in out and "(indistinguishable, 4 seed(s)" in out
+
+
+def test_a_ladder_reference_is_a_design_paired_within_each_rung(tmp_path):
+    from sweeps.pareto.analysis import reference_points
+    from sweeps.space import point_id
+
+    study = load_study(ladder_study(tmp_path, reference={"model.residual": "sat"}))
+    refs = reference_points(study, [])
+    for rung in study.rungs:
+        sat = point_id({"rung": rung["label"], "model.residual": "sat"})
+        base = point_id({"rung": rung["label"], "model.residual": "baseline"})
+        assert refs[base] == sat and refs[sat] == sat
+    bad = {"rung": "r0", "model.residual": "baseline"}
+    with pytest.raises(ConfigError, match="reference.rung: a ladder compares designs within each rung"):
+        load_study(write_study(tmp_path, name="bad", scaling=LADDER, reference=bad))
+    with pytest.raises(ConfigError, match="reference: given .*allowed: a design of the grid"):
+        load_study(write_study(tmp_path, name="bad2", scaling=LADDER, reference={"model.residual": "huge"}))
