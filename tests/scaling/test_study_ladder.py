@@ -270,3 +270,53 @@ def test_a_ladder_reference_is_a_design_paired_within_each_rung(tmp_path):
         load_study(write_study(tmp_path, name="bad", scaling=LADDER, reference=bad))
     with pytest.raises(ConfigError, match="reference: given .*allowed: a design of the grid"):
         load_study(write_study(tmp_path, name="bad2", scaling=LADDER, reference={"model.residual": "huge"}))
+
+
+def test_a_size_with_its_own_lr_trains_with_it_and_the_dry_run_shows_it(tmp_path):
+    sizes = [{**SIZES[0], "lr": 6e-3}, SIZES[1], {**SIZES[2], "lr": 1.5e-3, "tokens": [40960]}]
+    study = load_study(write_study(tmp_path, name="ladder", scaling={**LADDER, "sizes": sizes}))
+    assert len(study.rungs) == 5  # the largest size at its own one budget
+    n = sorted({r["params"] for r in study.rungs})
+    assert sorted((r["params"], r["tokens"], r["lr"] or 0) for r in study.rungs) == [
+        (n[0], 2048, 6e-3), (n[0], 4096, 6e-3), (n[1], 2048, 0), (n[1], 4096, 0), (n[2], 4096, 1.5e-3),
+    ]  # fmt: skip
+    small = next(r for r in study.rungs if r["lr"] == 6e-3)
+    assert study.trial_config({"rung": small["label"], "model.residual": "sat"}).train.lr == 6e-3
+    plain = next(r for r in study.rungs if r["lr"] is None)
+    assert (
+        study.trial_config({"rung": plain["label"], "model.residual": "sat"}).train.lr == study.base.train.lr
+    )
+    text = launcher.plan_text(study)
+    assert (
+        "      lr  size" in text
+        and "   0.006  d_model=16, d_ff=32" in text
+        and "  0.0015  d_model=64" in text
+    )
+    assert f"{study.base.train.lr:.3g}*  d_model=32" in text and "*: the trial's train.lr" in text
+    bad = write_study(tmp_path, name="bad", scaling={**LADDER, "sizes": [*SIZES, {**SIZES[0], "lr": -1}]})
+    with pytest.raises(ConfigError) as err:
+        load_study(bad)
+    assert f"{bad}: scaling.sizes[3].lr: must be a positive number (this size's train.lr), got -1" in str(
+        err.value
+    )
+
+
+def test_the_dry_run_estimates_time_from_the_calibrated_cost_of_a_token(tmp_path):
+    from sweeps.scaling import study as ladder_study_module
+
+    study = load_study(ladder_study(tmp_path, repeats=1))
+    text = launcher.plan_text(study)
+    c0, c1 = ladder_study_module.CPU_SECONDS_PER_TOKEN
+    assert f"{c0:.3g} s + {c1:.3g} s x N a token" in text and "s a trial to start" in text
+    point = {"rung": "r5", "model.residual": "baseline"}
+    cfg = study.trial_config(point)
+    seconds = ladder_study_module.trial_seconds(cfg, study.rung_of(point)["params"])
+    evals = -(-cfg.max_steps // cfg.train.eval_every)
+    eval_tokens = evals * cfg.train.eval_batches * cfg.train.batch_size * cfg.data.seq_len / 3
+    assert seconds == pytest.approx(
+        ladder_study_module.TRIAL_START_S
+        + (cfg.max_steps * cfg.tokens_per_step + eval_tokens) * (c0 + c1 * study.rung_of(point)["params"])
+    )
+    assert ladder_study_module.trial_seconds(cfg, 1e5, tokens_per_s=1000.0) == pytest.approx(
+        ladder_study_module.TRIAL_START_S + (cfg.max_steps * cfg.tokens_per_step + eval_tokens) / 1000.0
+    )
