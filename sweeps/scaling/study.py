@@ -22,9 +22,9 @@ from pathlib import Path
 # training token = C0 + C1 N (N non-embedding parameters). C0 is what a token costs whatever the
 # model's size (Python, kernel launches, embedding and loss over 256 symbols): at 0.1M parameters
 # it is most of the step, so one FLOP rate (6 N tokens/s) would put the smallest rungs 5x too fast.
-CPU_SECONDS_PER_TOKEN = (3.0e-5, 1.5e-11)  # (C0 s, C1 s per parameter): placeholder, see below
+CPU_SECONDS_PER_TOKEN = (6.9e-5, 3.8e-11)  # (C0 s, C1 s per parameter)
 EVAL_TOKEN_COST = 1 / 3  # an evaluation token (forward only) in training tokens
-TRIAL_START_S = 20.0  # a trial's fixed cost: worker process, imports, data, first evaluation
+TRIAL_START_S = 17.0  # a trial's fixed cost: ~7 s to start training (imports, data), ~10 s of Ray
 GPU_FLOPS_PER_S = 3e14  # an assumption, not a measurement: ~35% of an H100's dense bf16 peak
 LOSS = "val_loss"
 MIN_RUNGS = 2  # fewer completed rungs than this: nothing to fit, said and skipped

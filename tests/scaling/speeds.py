@@ -26,6 +26,7 @@ def main(argv=None) -> int:
     p.add_argument("study")
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--steps", type=int, default=4, help="steps per round (the fastest is kept)")
+    p.add_argument("--designs", action="store_true", help="every design, not only the baselines")
     args = p.parse_args(argv)
 
     import torch
@@ -35,28 +36,29 @@ def main(argv=None) -> int:
     from trainers.timing import interleaved
 
     study = load_study(args.study)
-    print(f"load before: {os.getloadavg()}")
+    print(f"load before: {os.getloadavg()}", flush=True)
     built, sizes = {}, {}
     for point in study.planned_points():
         rung = study.rung_of(point)
         cfg = study.trial_config(point)
         key = f"N={rung['params']:.3g} {point.get('model.residual', '')}"
-        if key not in built:
+        if key not in built and (args.designs or cfg.model.residual.kind == "none"):
             built[key] = _warm_step(architecture(cfg), torch.device("cpu"))
             sizes[key] = (rung["params"], cfg.tokens_per_step, cfg.model.residual.kind == "none")
     threads = study.base.train.num_threads or torch.get_num_threads()
-    many = interleaved(built, args.rounds, args.steps, "cpu", dict.fromkeys(built, threads))
     one = interleaved(built, args.rounds, args.steps, "cpu", dict.fromkeys(built, 1))
+    print(f"1 thread done, load {os.getloadavg()}", flush=True)
+    many = interleaved(built, args.rounds, args.steps, "cpu", dict.fromkeys(built, threads))
     print(f"load after: {os.getloadavg()}; {args.rounds} rounds of {args.steps} steps")
     for clock, timings in (
-        (f"{threads} threads, wall", many.wall),
         ("1 thread, CPU", one.thread),
+        (f"{threads} threads, wall", many.wall),
     ):
         speed = {k: sizes[k][1] / min(timings[k]) for k in built}
         base = {sizes[k][0]: speed[k] for k in built if sizes[k][2]}
         print(f"{clock}: tokens/s (fastest round; x the baseline of its size)")
         for k in built:
-            print(f"  {k:26s} {speed[k]:9.0f}  x{speed[k] / base[sizes[k][0]]:.3f}")
+            print(f"  {k:26s} {speed[k]:9.0f}  x{speed[k] / base[sizes[k][0]]:.3f}", flush=True)
         n = np.array([sizes[k][0] for k in built])
         c1, c0 = np.polyfit(n, np.array([1 / speed[k] for k in built]), 1)
         shown = ", ".join(f"{x:.3g}: {1 / (c0 + c1 * x):.0f}" for x in sorted(base))
