@@ -18,11 +18,13 @@ import sys
 from pathlib import Path
 
 # The dry run's CPU estimate without a probe, calibrated on this project's 2-core machine at 2
-# threads (tests/scaling/speeds.py; docs/scaling/README.md, "Time of a CPU ladder"): seconds per
-# training token = C0 + C1 N (N non-embedding parameters). C0 is what a token costs whatever the
-# model's size (Python, kernel launches, embedding and loss over 256 symbols): at 0.1M parameters
-# it is most of the step, so one FLOP rate (6 N tokens/s) would put the smallest rungs 5x too fast.
-CPU_SECONDS_PER_TOKEN = (6.9e-5, 3.8e-11)  # (C0 s, C1 s per parameter)
+# threads (docs/scaling/README.md, "Time of a CPU ladder"): seconds per training token = C0 + C1 N
+# (N non-embedding parameters). C1: the 1-thread CPU time of a training step per parameter
+# (tests/scaling/speeds.py, a clock neighbours cannot lengthen) over tiny's 2-thread speed-up
+# (1.9x); C0: what a token costs whatever the model (the training loop's data, logging and Python
+# per step), from the smallest size's whole run at low load. At 0.1M parameters C0 is most of the
+# step, so one FLOP rate (6 N FLOPs a token) would put the smallest rungs several times too fast.
+CPU_SECONDS_PER_TOKEN = (6.8e-5, 5.1e-11)  # (C0 s, C1 s per parameter)
 EVAL_TOKEN_COST = 1 / 3  # an evaluation token (forward only) in training tokens
 TRIAL_START_S = 17.0  # a trial's fixed cost: ~7 s to start training (imports, data), ~10 s of Ray
 GPU_FLOPS_PER_S = 3e14  # an assumption, not a measurement: ~35% of an H100's dense bf16 peak
