@@ -320,3 +320,13 @@ def test_the_dry_run_estimates_time_from_the_calibrated_cost_of_a_token(tmp_path
     assert ladder_study_module.trial_seconds(cfg, 1e5, tokens_per_s=1000.0) == pytest.approx(
         ladder_study_module.TRIAL_START_S + (cfg.max_steps * cfg.tokens_per_step + eval_tokens) / 1000.0
     )
+
+
+def test_the_cpu_ladder_is_estimated_within_two_hours():
+    import re
+
+    study = load_study(ROOT / "studies" / "scaling_ladder.yaml")
+    (line,) = [line for line in launcher.plan_text(study).splitlines() if "estimated CPU time" in line]
+    minutes = float(re.search(r"estimated CPU time ([\d.]+) min", line).group(1))
+    assert minutes <= 100, line
+    assert len(study.grid) == 27 and study.repeats == 2  # 9 rungs x 3 designs x 2 seeds
