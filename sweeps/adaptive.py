@@ -6,7 +6,9 @@ a verdict against the reference that is neither better, worse nor equivalent on 
 that seeds move (`varies: seed` in trainers.metrics: not the cost probe's throughput, not exact
 metrics such as memory, which more seeds cannot change), or a front membership `p_front`
 strictly between `P_FRONT_DECIDED` and 1 - `P_FRONT_DECIDED`. Each open point below `max` gets
-the next seed, and so does the reference whenever another point does (pairs need shared seeds).
+the next seed, and so does its reference whenever another point does (pairs need shared seeds);
+a scaling ladder's points are compared with the reference design of their own rung, so each
+rung decides for itself and only the rungs still open grow.
 
 The verdicts are the study's own (`sweeps.pareto.verdicts`, `verdicts:` and `margins:` in the
 study file): each look n = min..max is a planned look of `sweeps.pareto.sequential`, whose
@@ -55,9 +57,11 @@ def extend(plan, trials, is_done) -> dict[str, int]:
     grow = {pid for pid in more if counts.get(pid, 0) < study.repeats_max}
     if not grow:
         return counts
-    reference = reference_of(study, trials)
-    if reference is not None and counts[reference] < study.repeats_max:
-        grow.add(reference)
+    references = references_of(study, trials)
+    for pid in list(grow):  # a pair needs shared seeds: its reference (a ladder's: its rung's) grows too
+        ref = references.get(pid)
+        if ref is not None and counts.get(ref, 0) < study.repeats_max:
+            grow.add(ref)
     for pid in grow:
         counts[pid] += 1
     plan.optuna.set_user_attr(ATTR, json.dumps(counts, sort_keys=True))
@@ -67,6 +71,7 @@ def extend(plan, trials, is_done) -> dict[str, int]:
 def undecided_points(study, complete) -> set[str]:
     """Point ids whose verdict or front membership more seeds could still settle."""
     from sweeps.pareto.analysis import fronts_for
+    from sweeps.pareto.fronts import is_reference
     from sweeps.pareto.verdicts import OPEN
     from trainers.metrics import varies_with_seed
 
@@ -76,14 +81,15 @@ def undecided_points(study, complete) -> set[str]:
     seed_moved = [o.metric for o in study.objectives if varies_with_seed(o.metric)]
     out = set()
     for row in result["points"]:
-        if row["point"] != result["reference"] and any(row["verdict"].get(m) in OPEN for m in seed_moved):
+        if not is_reference(result, row["point"]) and any(row["verdict"].get(m) in OPEN for m in seed_moved):
             out.add(row["point"])
         if P_FRONT_DECIDED < row["p_front"] < 1 - P_FRONT_DECIDED:
             out.add(row["point"])
     return out
 
 
-def reference_of(study, trials) -> str | None:
-    from sweeps.pareto.analysis import reference_point
+def references_of(study, trials) -> dict[str, str]:
+    """{point id: its reference's id}: the study's one reference, or a ladder's per rung."""
+    from sweeps.pareto.analysis import reference_points
 
-    return reference_point(study, [t for t in trials if t.state == TrialState.COMPLETE])
+    return reference_points(study, [t for t in trials if t.state == TrialState.COMPLETE])

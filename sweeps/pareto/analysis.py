@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from optuna.trial import TrialState
 
-from sweeps.pareto.fronts import compute
+from sweeps.pareto.fronts import compute, is_reference
 from sweeps.pareto.outputs import conclusions_text, point_name, table_text, write_files
 from sweeps.pareto.stats import median_interval
 from trainers import metrics as metrics_table
@@ -35,10 +35,12 @@ def fronts_for(study, trials, replicates: int = REPLICATES) -> dict:
     rounds = probe_samples(study, complete, entries)
     timed = {m for samples in rounds.values() for m in samples}
     robust = metrics_table.robust(timed)
-    reference = reference_point(study, complete)
-    result = compute(complete, objectives, reference, rounds, replicates, robust, study.verdict_rule)
+    references = reference_points(study, complete)
+    result = compute(complete, objectives, references, rounds, replicates, robust, study.verdict_rule)
     result["robust"] = sorted(robust)
     result["ladder"] = bool(study.rungs)
+    if study.rungs:  # what the per-rung conclusions name: each rung's size and budget
+        result["rungs"] = {r["label"]: {"params": r["params"], "tokens": r["tokens"]} for r in study.rungs}
     speed = metrics_table.TOKENS_PER_S
     scales = probe_scales(study, complete, entries) if speed in robust else {}
     for row in result["points"]:  # the probe's baseline: the interval of its own timings
@@ -108,7 +110,7 @@ def _tag_children(tracker, trials, result: Mapping) -> None:
         tags = {"pareto_rank": str(-1 if row is None else row["rank"])}
         if row is not None:
             tags["p_front"] = f"{row['p_front']:.3f}"
-            if row["point"] == result["reference"]:
+            if is_reference(result, row["point"]):
                 tags["verdict"] = "reference"
             else:
                 tags.update({f"verdict.{metric}": word for metric, word in row["verdict"].items()})
@@ -125,8 +127,7 @@ def _tag_children(tracker, trials, result: Mapping) -> None:
 
 def reference_point(study, trials) -> str | None:
     """The point id of the study's `reference:` (its params), else of the first baseline design.
-    None for a scaling ladder: its points mix model sizes, so a paired difference to one point
-    would mostly measure size; the ladder's designs are compared rung by rung in its fit."""
+    None for a scaling ladder, which has one reference per rung (`reference_points`)."""
     if study.rungs:
         return None
     for t in sorted(trials, key=lambda t: t.number):
@@ -135,6 +136,42 @@ def reference_point(study, trials) -> str | None:
                 return t.user_attrs.get("point")
         elif study.trial_config(dict(t.params)).model.residual.kind == "none":
             return t.user_attrs.get("point")
+    return None
+
+
+def reference_points(study, trials) -> dict[str, str]:
+    """Each point's reference, {point id: reference point id} (the reference maps to itself).
+    An ordinary study has one reference for all its points (`reference_point`). A scaling ladder
+    has one per rung: the reference design at the rung's size and budget, so that a paired
+    difference over shared seeds measures the design and not the size; the reference design is
+    the study's `reference:` (its params without `rung`), else the first baseline design."""
+    if not study.rungs:
+        ref = reference_point(study, trials)
+        return {} if ref is None else {t.user_attrs.get("point"): ref for t in trials} | {ref: ref}
+    from sweeps.spec import RUNG
+    from sweeps.spec.space import point_id
+
+    design = reference_design(study)
+    if design is None:
+        return {}
+    per_rung = {p[RUNG]: point_id(p) for p in study.planned_points() if _without_rung(p) == design}
+    return {point_id(p): per_rung[p[RUNG]] for p in study.planned_points() if p[RUNG] in per_rung}
+
+
+def _without_rung(point) -> dict:
+    from sweeps.spec import RUNG
+
+    return {k: v for k, v in point.items() if k != RUNG}
+
+
+def reference_design(study) -> dict | None:
+    """A ladder's reference design, as its params without `rung`: the study's `reference:`, else
+    the design of the first planned point whose residual kind is none; None when there is none."""
+    if study.reference is not None:
+        return _without_rung(study.reference)
+    for point in study.planned_points():
+        if study.trial_config(point).model.residual.kind == "none":
+            return _without_rung(point)
     return None
 
 

@@ -92,13 +92,14 @@ def point_table(trials, metrics: Sequence[str]) -> list[dict]:
 def compute(
     trials,
     objectives: Sequence[tuple[str, str]],
-    reference: str | None = None,
+    reference: str | Mapping[str, str] | None = None,
     samples: Mapping[str, Mapping[str, Mapping]] | None = None,
     replicates: int = 1000,
     robust: frozenset[str] = frozenset(),
     rule=None,
 ) -> dict:
-    """Fronts over points. `reference`: the point id differences are taken against; `samples`
+    """Fronts over points. `reference`: the point id differences are taken against, or each
+    point's own ({point id: reference point id}: a ladder's reference per rung); `samples`
     replace a point's per-seed samples of a metric (e.g. the cost probe's rounds); metrics in
     `robust` are summarised by medians and order-statistic intervals; `rule`
     (`sweeps.pareto.verdicts.Rule`, the study's `verdict_rule`; default: 95%, Holm, one look)
@@ -109,11 +110,13 @@ def compute(
     for row in rows:
         row["samples"].update((samples or {}).get(row["point"], {}))
     result = {"objectives": [{"metric": m, "direction": d} for m, d in objectives], "points": rows}
-    result["reference"] = reference if any(r["point"] == reference for r in rows) else None
+    result["references"] = references_among(reference, rows)
+    single = isinstance(reference, str) and reference in result["references"]
+    result["reference"] = reference if single else None  # one reference for all; None per rung
     if not rows:
         result.update(front=[], hypervolume=0.0, pairs={})
         return result
-    result["verdicts"] = add_statistics(rows, objectives, result["reference"], replicates, robust, rule)
+    result["verdicts"] = add_statistics(rows, objectives, result["references"], replicates, robust, rule)
     mins = [to_minimise([r[m] for m in metrics], directions) for r in rows]
     for row, rank in zip(rows, nondominated_ranks(mins), strict=True):
         row["rank"] = rank
@@ -130,24 +133,44 @@ def compute(
     return result
 
 
+def references_among(reference: str | Mapping[str, str] | None, rows: Sequence[Mapping]) -> dict[str, str]:
+    """{point id: its reference's id} for the rows whose reference is among the rows (a reference
+    maps to itself); `reference` one id for every row, or a mapping per row."""
+    ids = {r["point"] for r in rows}
+    if reference is None:
+        return {}
+    if isinstance(reference, str):
+        return dict.fromkeys(ids, reference) if reference in ids else {}
+    return {pid: ref for pid, ref in reference.items() if pid in ids and ref in ids}
+
+
+def is_reference(result: Mapping, point: str) -> bool:
+    """Whether `point` is a reference of `result` (the study's one, or a ladder rung's)."""
+    return result.get("references", {}).get(point) == point
+
+
 def add_statistics(
     rows: list[dict],
     objectives,
-    reference: str | None,
+    reference: str | Mapping[str, str] | None,
     replicates: int,
     robust: frozenset[str] = frozenset(),
     rule=None,
 ) -> dict | None:
-    """Per row and objective: mean, std, 95% interval; against the reference: the paired
-    difference, its adjusted interval and verdict (every comparison of the study judged as one
-    family by `rule`); and p_front over all objectives. Returns the verdicts' summary (None
-    without a reference)."""
+    """Per row and objective: mean, std, 95% interval; against its reference (`reference`: one
+    point id, or one per row as `references_among` gives): the paired difference, its adjusted
+    interval and verdict (every comparison of the study judged as one family by `rule`); and
+    p_front over all objectives. Returns the verdicts' summary (None without a reference)."""
     from sweeps.pareto.verdicts import Rule, judge
 
-    ref = next((r for r in rows if r["point"] == reference), None)
+    by_id = {r["point"]: r for r in rows}
+    references = references_among(reference, rows)
     comparisons = []
     for row in rows:
         row["diff"], row["verdict"] = {}, {}
+        ref = by_id.get(references.get(row["point"]))
+        if ref is not None:
+            row["reference"] = ref["point"]
         for metric, direction in objectives:
             values = list(row["samples"][metric].values())
             ci = stats.median_interval(values) if metric in robust else stats.interval(values)
@@ -161,7 +184,7 @@ def add_statistics(
                 comparisons.append(
                     {**diff, "metric": metric, "direction": direction, "kind": kind, "row": row}
                 )
-    summary = judge(comparisons, rule or Rule()) if ref is not None else None
+    summary = judge(comparisons, rule or Rule()) if references else None
     for c in comparisons:
         row, metric = c.pop("row"), c["metric"]
         row["verdict"][metric] = c["verdict"]

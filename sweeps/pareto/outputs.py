@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
+from sweeps.pareto.fronts import is_reference
 from sweeps.spec import space
 from trainers import metrics as metrics_table
 
@@ -40,11 +41,11 @@ def _value(row: Mapping, metric: str) -> str:
 def table_text(result: Mapping) -> str:
     metrics = [o["metric"] for o in result["objectives"]]
     rows = sorted(result["points"], key=lambda r: (r["rank"], r[metrics[0]]))
-    ref = result.get("reference")
     head = ["rank", "p_front", "point", "seeds", *metrics, "vs reference", "params"]
     lines = [head]
     for r in rows:
-        vs = "reference" if r["point"] == ref else ", ".join(f"{v}" for v in r["verdict"].values()) or "-"
+        verdicts = ", ".join(f"{v}" for v in r["verdict"].values()) or "-"
+        vs = "reference" if is_reference(result, r["point"]) else verdicts
         values = [_value(r, m) for m in metrics]
         lines.append([str(r["rank"]), f"{r['p_front']:.2f}", point_name(r), str(r["seeds"]), *values, vs,
                       _label(r["params"])])  # fmt: skip
@@ -89,19 +90,59 @@ def _open_note(diff: Mapping) -> str:
 
 
 def conclusions_text(result: Mapping) -> str:
-    """One plain-language line per point against the reference."""
-    ref_id = result.get("reference")
-    ref = next((r for r in result["points"] if r["point"] == ref_id), None)
-    if ref is None and result.get("ladder"):
-        return "scaling ladder: no paired verdicts across rungs of different sizes (see the fit below)"
-    if ref is None:
-        return "no reference point (a baseline design or `reference:` in the study): no paired verdicts"
-    lines = [
-        f"against {point_name(ref)} (paired over shared seeds; verdicts and ± at {verdicts_note(result)}):"
-    ]
+    """One plain-language line per point against its reference: the study's one, or for a scaling
+    ladder the reference design of each rung (same size, budget and seeds), rung by rung."""
+    points = {r["point"]: r for r in result["points"]}
+    groups: dict[str, list] = {}  # reference id -> the rows compared with it
     for row in sorted(result["points"], key=lambda r: (r["rank"], -r["p_front"])):
-        if row is ref:
-            continue
+        ref_id = result.get("references", {}).get(row["point"])
+        if ref_id is not None and ref_id != row["point"]:
+            groups.setdefault(ref_id, []).append(row)
+    if not groups and not any(is_reference(result, p) for p in points):
+        if result.get("ladder"):
+            return "scaling ladder: no rung has a run of the reference design yet: no paired verdicts"
+        return "no reference point (a baseline design or `reference:` in the study): no paired verdicts"
+    note = verdicts_note(result) if result.get("verdicts") else "-"
+    references = [p for p in points if is_reference(result, p)]
+    if len(references) == 1 and not result.get("ladder"):
+        ref_id = references[0]
+        head = f"against {point_name(points[ref_id])} (paired over shared seeds; verdicts and ± at {note}):"
+        return "\n".join([head] + _comparison_lines(result, points[ref_id], groups.get(ref_id, []), "  "))
+    lines = [
+        "per rung, against the reference design at the rung's size and budget (paired over shared"
+        f" seeds; verdicts and ± at {note}):"
+    ]
+    from sweeps.spec import RUNG
+
+    rungs = result.get("rungs", {})  # {label: {params, tokens}}, in compute order
+    order = list(rungs)
+    for ref_id in sorted(groups, key=lambda p: _rung_order(points[p], order)):
+        ref = points[ref_id]
+        label = ref["params"].get(RUNG)
+        rung = rungs.get(label)
+        size = f" (N {rung['params']:.3g}, D {rung['tokens']:.3g} tokens)" if rung else ""
+        lines.append(f"  rung {label}{size}, against {space.point_name(_without_rung(ref['params']))}:")
+        lines += _comparison_lines(result, ref, groups[ref_id], "    ", rung=True)
+    return "\n".join(lines)
+
+
+def _rung_order(row: Mapping, order: list) -> tuple:
+    from sweeps.spec import RUNG
+
+    label = row["params"].get(RUNG)
+    return (order.index(label) if label in order else len(order), str(label))
+
+
+def _without_rung(params: Mapping) -> dict:
+    from sweeps.spec import RUNG
+
+    return {k: v for k, v in params.items() if k != RUNG}
+
+
+def _comparison_lines(result: Mapping, ref: Mapping, rows: list, indent: str, rung: bool = False) -> list:
+    """One line per row against `ref` (named without its rung when `rung`: the rung is the group's)."""
+    lines = []
+    for row in rows:
         parts = []
         for o in result["objectives"]:
             m = o["metric"]
@@ -117,8 +158,9 @@ def conclusions_text(result: Mapping) -> str:
                 note = _open_note(diff)
                 note = f"; {note}" if note else ""
                 parts.append(f"{m} {diff['mean']:+.4f}{spread} ({word}, {diff['n']} seed(s){note})")
-        lines.append(f"  {point_name(row)}: " + "; ".join(parts) + f"; on the front in {row['p_front']:.0%}")
-    return "\n".join(lines)
+        name = space.point_name(_without_rung(row["params"])) if rung else point_name(row)
+        lines.append(f"{indent}{name}: " + "; ".join(parts) + f"; on the front in {row['p_front']:.0%}")
+    return lines
 
 
 def write_files(result: Mapping, folder: Path) -> list[Path]:
@@ -139,7 +181,7 @@ def write_files(result: Mapping, folder: Path) -> list[Path]:
             cells = []
             for m in metrics:
                 diff = r["diff"].get(m, {})
-                word = r["verdict"].get(m, "reference" if r["point"] == result.get("reference") else "")
+                word = r["verdict"].get(m, "reference" if is_reference(result, r["point"]) else "")
                 cells += [r[m], r[m + "_std"], *r[m + "_ci"], diff.get("mean", ""), diff.get("lo", ""),
                           diff.get("hi", ""), word, diff.get("p", ""), diff.get("alpha", ""),
                           diff.get("detectable", ""), diff.get("seeds_to_decide", "")]  # fmt: skip
@@ -204,7 +246,7 @@ VERDICT_STYLE = {
 
 
 def _marker(result: Mapping, row: Mapping, metric: str) -> tuple[str, str]:
-    if row["point"] == result.get("reference"):
+    if is_reference(result, row["point"]):
         return "*", "C0"
     return VERDICT_STYLE.get(row["verdict"].get(metric, "undecided"), ("o", "C7"))
 

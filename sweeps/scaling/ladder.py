@@ -2,7 +2,10 @@
 dicts that make each rung an ordinary trial (sweeps.spec makes them one grid parameter, `rung`).
 
     scaling:
-      sizes: [{d_model: 64, n_layers: 2, n_heads: 2, d_ff: 192}, tiny, mini]  # overrides or preset names
+      sizes:                           # preset names, or mappings of model keys (a `preset:` among them)
+        - {d_model: 64, n_layers: 2, n_heads: 2, d_ff: 192, lr: 6.0e-3}   # `lr`: this size's train.lr
+        - tiny
+        - {preset: mini, lr: 1.5e-3, tokens: [1000000]}  # `tokens` / `tokens_per_param`: this size's own
       tokens: [300000, 1000000]        # budgets for every size, or:
       tokens_per_param: [5, 20]        # D = ratio x N (N: non-embedding parameters)
       token_scale: 1.0                 # multiplies every budget (smoke runs, tests)
@@ -10,8 +13,9 @@ dicts that make each rung an ordinary trial (sweeps.spec makes them one grid par
 
 `expand(section, base_model, source, train_tokens)` returns one dict per rung, smallest compute
 first, labelled r0, r1, ...: `label`, `overrides` (trial key paths, as the search space names them:
-`model.d_model`, `train.tokens`; a preset size sets `model.preset` and every dimension the preset
-defines, so a base model's own d_model cannot leak into it), `params` (N),
+`model.d_model`, `train.tokens`, `train.lr` for a size with its own `lr`; a preset size sets
+`model.preset` and every dimension the preset defines, so a base model's own d_model cannot leak
+into it), `lr` (the size's learning rate, None: the trial's), `params` (N),
 `tokens` (D), `flops` (6 N D) and `epochs` (D over the corpus's training split, when given: a
 rung past one epoch repeats data, which bends the fitted curve; Muennighoff et al. 2023).
 `targets(section, source)` resolves the targets. Errors name the file and the key.
@@ -25,6 +29,8 @@ from sweeps.scaling.predict import Target
 from sweeps.scaling.table import LadderError
 
 KEYS = ("sizes", "tokens", "tokens_per_param", "token_scale", "targets")
+BUDGETS = ("tokens", "tokens_per_param")  # a section's budgets for every size, or a size's own
+SIZE_KEYS = ("lr", *BUDGETS)  # keys of a size mapping that are not model keys
 
 
 def _fail(source: str, key: str, message: str):
@@ -38,31 +44,54 @@ def _error(source: str, key: str, message: str) -> LadderError:
     return err
 
 
-def _positive_list(section: dict, key: str, source: str) -> list[float]:
+def _positive_list(section: dict, key: str, source: str, prefix: str = "") -> list[float]:
     values = section[key]
     if not isinstance(values, list) or not values:
-        _fail(source, key, f"must be a non-empty list of positive numbers, got {values!r}")
+        _fail(source, prefix + key, f"must be a non-empty list of positive numbers, got {values!r}")
     for i, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
-            _fail(source, f"{key}[{i}]", f"must be a positive number, got {v!r}")
+            _fail(source, f"{prefix}{key}[{i}]", f"must be a positive number, got {v!r}")
     return [float(v) for v in values]
 
 
 def _size_model(size, i: int, base_model: dict, source: str) -> tuple[dict, dict]:
-    """(the rung's model mapping, its overrides as trial key paths)."""
+    """(the rung's model mapping, its model overrides as trial key paths) of a size without its
+    SIZE_KEYS; a `preset:` in a mapping expands as a preset name does."""
     from arch.config import presets
 
-    if isinstance(size, str):
+    key = f"sizes[{i}]"
+    if isinstance(size, dict) and size:
+        named = size.get("preset")
+        if named is not None and named not in presets():
+            _fail(source, f"{key}.preset", f"{named!r} is not a preset; presets: {', '.join(presets())}")
+        table = presets()[named] if named is not None else {}
+        overrides = {**table, **size}
+        model = {k: v for k, v in base_model.items() if k not in table} | overrides
+    elif isinstance(size, str):
         if size not in presets():
-            _fail(source, f"sizes[{i}]", f"{size!r} is not a preset; presets: {', '.join(presets())}")
+            _fail(source, key, f"{size!r} is not a preset; presets: {', '.join(presets())}")
         overrides = {"preset": size, **presets()[size]}
         model = {k: v for k, v in base_model.items() if k not in presets()[size]} | overrides
-    elif isinstance(size, dict) and size:
-        overrides = dict(size)
-        model = {**base_model, **overrides}
     else:
-        _fail(source, f"sizes[{i}]", f"must be a preset name or a mapping of model keys, got {size!r}")
+        _fail(source, key, f"must be a preset name or a mapping of model keys, got {size!r}")
     return model, {f"model.{k}": v for k, v in overrides.items()}
+
+
+def _size_extras(size, i: int, source: str) -> tuple[dict, float | None, tuple[str, list[float]] | None]:
+    """(the size without SIZE_KEYS, its lr or None, its own (budget key, budgets) or None)."""
+    if not isinstance(size, dict):
+        return size, None, None
+    lr = size.get("lr")
+    if lr is not None and (isinstance(lr, bool) or not isinstance(lr, int | float) or not 0 < lr < math.inf):
+        _fail(source, f"sizes[{i}].lr", f"must be a positive number (this size's train.lr), got {lr!r}")
+    given = [k for k in BUDGETS if k in size]
+    if len(given) > 1:
+        _fail(source, f"sizes[{i}]", f"give at most one of {', '.join(BUDGETS)}; got {', '.join(given)}")
+    own = (given[0], _positive_list(size, given[0], source, f"sizes[{i}].")) if given else None
+    model = {k: v for k, v in size.items() if k not in SIZE_KEYS}
+    if not model:
+        _fail(source, f"sizes[{i}]", f"needs a preset or model keys besides {', '.join(SIZE_KEYS)}")
+    return model, None if lr is None else float(lr), own
 
 
 def expand(section: dict, base_model: dict, source: str = "the study", train_tokens: float | None = None):
@@ -81,32 +110,41 @@ def expand(section: dict, base_model: dict, source: str = "the study", train_tok
     sizes = section["sizes"]
     if not isinstance(sizes, list) or len(sizes) < 2:
         _fail(source, "sizes", f"needs 2 or more sizes to fit a law in N, got {sizes!r}")
-    given = [k for k in ("tokens", "tokens_per_param") if k in section]
-    if len(given) != 1:
-        raise _error(source, "tokens", f"give exactly one of tokens, tokens_per_param; got {given or 'none'}")
-    budgets = _positive_list(section, given[0], source)
+    given = [k for k in BUDGETS if k in section]
+    extras = [_size_extras(size, i, source) for i, size in enumerate(sizes)]
+    if len(given) > 1 or (not given and any(own is None for _, _, own in extras)):
+        why = "; or one in every size" if not given else ""
+        raise _error(
+            source, "tokens", f"give exactly one of {', '.join(BUDGETS)}{why}; got {given or 'none'}"
+        )
+    section_budgets = (given[0], _positive_list(section, given[0], source)) if given else None
     scale = section.get("token_scale", 1.0)
     if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
         _fail(source, "token_scale", f"must be a positive number, got {scale!r}")
     rungs = []
-    for i, size in enumerate(sizes):
+    for i, (size, lr, own) in enumerate(extras):
         model, overrides = _size_model(size, i, base_model, source)
         try:
             ModelConfig.from_dict(model, path=f"scaling.sizes[{i}]", source=source)
         except ConfigError as err:
             issue = err.issues[0]
             rest = issue.path.removeprefix(f"scaling.sizes[{i}]").lstrip(".")
-            raise _error(
-                source, f"sizes[{i}]", f"{rest}: {issue.problem}" if rest else issue.problem
-            ) from None
+            problem = issue.problem
+            if problem.startswith("unknown key"):  # the size's own keys are allowed too
+                problem += f"; or a size's own {', '.join(SIZE_KEYS)}"
+            raise _error(source, f"sizes[{i}]", f"{rest}: {problem}" if rest else problem) from None
+        if lr is not None:
+            overrides["train.lr"] = lr
         n = non_embedding_params(model)
+        kind, budgets = own or section_budgets
         for b in budgets:
-            d = max(1, round((b * n if given[0] == "tokens_per_param" else b) * scale))
+            d = max(1, round((b * n if kind == "tokens_per_param" else b) * scale))
             rung = {
                 "overrides": {**overrides, "train.tokens": d},
                 "params": n,
                 "tokens": d,
                 "flops": 6.0 * n * d,
+                "lr": lr,
             }
             rung["epochs"] = d / train_tokens if train_tokens else None
             rungs.append(rung)

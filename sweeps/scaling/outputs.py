@@ -70,11 +70,38 @@ def write_predictions(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def ladder_series(ladder: Ladder) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """The ladder's own lines through its rungs, for the plot: rungs of one token budget (a
+    `tokens:` ladder) or of one tokens-per-parameter ratio (a `tokens_per_param:` ladder),
+    whichever groups the rungs into fewer lines; each with 2 or more rungs, as (label, N, D) over
+    100 points between its smallest and largest rung's compute."""
+    rungs = ladder.rung_keys()
+    by_tokens: dict[float, list] = {}
+    by_ratio: dict[float, list] = {}
+    for n, d in rungs:
+        by_tokens.setdefault(d, []).append(n * d)
+        by_ratio.setdefault(float(f"{d / n:.2g}"), []).append(n * d)  # budgets rounded to whole tokens
+    out = []
+    if len(by_tokens) <= len(by_ratio):
+        for d, nd in sorted(by_tokens.items()):
+            if len(nd) > 1:
+                n = np.geomspace(min(nd), max(nd), 100) / d
+                out.append((f"D {d:.3g}", n, np.full_like(n, d)))
+    else:
+        for ratio, nd in sorted(by_ratio.items()):
+            if len(nd) > 1:
+                n, d = along(6.0 * np.geomspace(min(nd), max(nd), 100), ratio)
+                out.append((f"{ratio:.3g} tokens/param", n, d))
+    return out
+
+
 def plot_loss_vs_compute(
     path: Path, ladder: Ladder, result: LadderFit, boot: Bootstrap, targets: list[Target], rows: list[dict]
 ) -> Path:
-    """Rung means with seed bars (min..max), fitted curves along the path ratio with 95% bands,
-    dashed beyond the largest rung, targets marked with their predicted intervals."""
+    """Rung means with seed bars (min..max); the joint fit drawn through the ladder's own rungs
+    (one line per token budget or tokens-per-parameter ratio, `ladder_series`), and along the
+    path ratio (the targets') with 95% bands, dashed beyond the largest rung; targets marked with
+    their predicted intervals. The compute law (one ratio) has one curve, along that ratio."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -85,6 +112,7 @@ def plot_loss_vs_compute(
     c_hi = max([t.flops for t in targets] + [c_top])
     inside = np.geomspace(c_lo, c_top, 100)
     beyond = np.geomspace(c_top, c_hi, 100) if c_hi > c_top else None
+    series = ladder_series(ladder) if result.law == "joint" else []
     fig, ax = plt.subplots(figsize=(8, 5.5))
     rung = ladder.rung_of_row()
     for i, d in enumerate(ladder.designs):
@@ -96,7 +124,13 @@ def plot_loss_vs_compute(
             m = float(np.mean(values))
             bars = [[m - values.min()], [values.max() - m]]
             ax.errorbar([c], [m], yerr=bars, fmt="o", color=color, ms=4, capsize=2, alpha=0.8)
-        for compute, style in ((inside, "-"), (beyond, "--")):
+        for k, (label, n, dd) in enumerate(series):  # the fit where the ladder measured it
+            fitted = result.designs[d].predict(n, dd)
+            ax.plot(6.0 * n * dd, fitted, "-", color=color, lw=1.2, label=d if k == 0 else None)
+            if i == 0:
+                ax.annotate(label, (6.0 * n[-1] * dd[-1], fitted[-1]), fontsize=7, color="0.3",
+                            xytext=(3, 0), textcoords="offset points", va="center")  # fmt: skip
+        for compute, style in ((inside, ":" if series else "-"), (beyond, "--")):
             if compute is None:
                 continue
             n, dd = along(compute, ratio)
@@ -105,7 +139,8 @@ def plot_loss_vs_compute(
                 result.designs[d].predict(n, dd),
                 style,
                 color=color,
-                label=d if style == "-" else None,
+                lw=1.0 if series else 1.5,
+                label=d if style == "-" and not series else None,
             )
             lo, hi = (
                 np.array(p) for p in zip(*(percentile(s) for s in boot.predict(d, n, dd).T), strict=True)
@@ -125,9 +160,15 @@ def plot_loss_vs_compute(
     ax.axvline(c_top, color="0.3", lw=0.8, ls="--")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(f"training compute C = 6 N D (FLOPs); curves at {ratio:.3g} tokens per parameter")
+    along_text = f"banded curves at {ratio:.3g} tokens per parameter"
+    if series:
+        along_text += " (the largest target's)" if targets else " (the largest rung's)"
+        along_text = f"solid: the fit through the rungs; {along_text}"
+    ax.set_xlabel(f"training compute C = 6 N D (FLOPs); {along_text}", fontsize=8)
     ax.set_ylabel("loss")
-    ax.set_title("fits with 95% bootstrap bands; dashed: beyond the largest rung; stars: targets")
+    ax.set_title(
+        "fits with 95% bootstrap bands; dashed: beyond the largest rung; stars: targets", fontsize=10
+    )
     ax.legend(fontsize=8)
     return _save(fig, path)
 

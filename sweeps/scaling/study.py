@@ -17,8 +17,16 @@ import io
 import sys
 from pathlib import Path
 
-FLOPS_PER_S = 5e10  # the dry run's CPU estimate without a probe: measured ~10k tokens/s of tiny
-# (0.84M non-embedding params) on 2 threads, 6 x 0.84M x 10k = 5e10 training FLOP/s
+# The dry run's CPU estimate without a probe, calibrated on this project's 2-core machine at 2
+# threads (docs/scaling/README.md, "Time of a CPU ladder"): seconds per training token = C0 + C1 N
+# (N non-embedding parameters). C1: the 1-thread CPU time of a training step per parameter
+# (bench/ladder_speeds.py, a clock neighbours cannot lengthen) over tiny's 2-thread speed-up
+# (1.9x); C0: what a token costs whatever the model (the training loop's data, logging and Python
+# per step), from the smallest size's whole run at low load. At 0.1M parameters C0 is most of the
+# step, so one FLOP rate (6 N FLOPs a token) would put the smallest rungs several times too fast.
+CPU_SECONDS_PER_TOKEN = (6.8e-5, 5.1e-11)  # (C0 s, C1 s per parameter)
+EVAL_TOKEN_COST = 1 / 3  # an evaluation token (forward only) in training tokens
+TRIAL_START_S = 17.0  # a trial's fixed cost: ~7 s to start training (imports, data), ~10 s of Ray
 GPU_FLOPS_PER_S = 3e14  # an assumption, not a measurement: ~35% of an H100's dense bf16 peak
 LOSS = "val_loss"
 MIN_RUNGS = 2  # fewer completed rungs than this: nothing to fit, said and skipped
@@ -82,10 +90,29 @@ def _seconds_text(s: float) -> str:
     return f"{s / 86400:.0f} days"
 
 
+def trial_seconds(cfg, params: float, tokens_per_s: float | None = None, gpus: float = 0) -> float:
+    """Estimated seconds of one trial: its training tokens and its evaluations' (forward only, at
+    EVAL_TOKEN_COST) at `tokens_per_s` (the probe's, when cached), else at the calibrated CPU cost
+    of a token of a model of `params` non-embedding parameters (on GPUs: 6 N FLOPs a token at
+    GPU_FLOPS_PER_S each), plus TRIAL_START_S."""
+    steps = cfg.max_steps
+    evals = -(-steps // cfg.train.eval_every)  # every eval_every steps, and at the end
+    tokens = steps * cfg.tokens_per_step
+    tokens += evals * cfg.train.eval_batches * cfg.train.batch_size * cfg.data.seq_len * EVAL_TOKEN_COST
+    if tokens_per_s:
+        per_token = 1.0 / tokens_per_s
+    elif gpus:
+        per_token = 6.0 * params / (GPU_FLOPS_PER_S * gpus)
+    else:
+        c0, c1 = CPU_SECONDS_PER_TOKEN
+        per_token = c0 + c1 * params
+    return TRIAL_START_S + tokens * per_token
+
+
 def dry_run_lines(study) -> list[str]:
-    """The rungs (parameters, tokens, FLOPs, epochs), the epoch warnings and the estimated CPU time:
-    per point its tokens over the cost probe's cached tokens/s when there is one, else its FLOPs
-    over FLOPS_PER_S; times the seeds (both ends with adaptive seeds)."""
+    """The rungs (parameters, tokens, FLOPs, epochs, lr), the epoch warnings and the estimated
+    time (`trial_seconds` of every point: the cost probe's cached tokens/s when there is one, else
+    the calibrated CPU cost), times the seeds (both ends with adaptive seeds)."""
     from arch.config import presets
     from sweeps.probe import arch_key, architecture, costs_path, load_costs
     from sweeps.scaling.ladder import over_one_epoch, targets
@@ -99,36 +126,41 @@ def dry_run_lines(study) -> list[str]:
     lines = [
         f"scaling      {len(rungs)} rung(s) x {len(study.grid) // len(rungs)} design(s); N non-embedding"
     ]
-    lines.append(f"  {'rung':4s}  {'N':>9s}  {'D tokens':>9s}  {'FLOPs':>9s}  {'epochs':>6s}  size")
+    lines.append(
+        f"  {'rung':4s}  {'N':>9s}  {'D tokens':>9s}  {'FLOPs':>9s}  {'epochs':>6s}  {'lr':>8s}  size"
+    )
     for r in rungs:
         model = {k.split(".", 1)[1]: v for k, v in r["overrides"].items() if k.startswith("model.")}
         table = presets().get(model.get("preset"), {})  # a preset's own dimensions go without saying
         size = ", ".join(f"{k}={v}" for k, v in model.items() if table.get(k, object()) != v)
         epochs = "-" if r["epochs"] is None else f"{r['epochs']:.2f}"
-        numbers = f"{r['params']:9.3g}  {r['tokens']:9.3g}  {r['flops']:9.3g}  {epochs:>6s}"
+        lr = f"{r['lr']:.3g}" if r.get("lr") is not None else f"{study.base.train.lr:.3g}*"
+        numbers = f"{r['params']:9.3g}  {r['tokens']:9.3g}  {r['flops']:9.3g}  {epochs:>6s}  {lr:>8s}"
         lines.append(f"  {r['label']:4s}  {numbers}  {size}")
+    if any(r.get("lr") is None for r in rungs):
+        lines.append("  lr: the size's own (scaling.sizes[i].lr); *: the trial's train.lr")
     lines += [f"  warning: {w}" for w in over_one_epoch(rungs)]
     gpus = study.resources.total_gpus
-    rate = GPU_FLOPS_PER_S * gpus if gpus else FLOPS_PER_S
     seconds, probed = 0.0, 0
     for point in study.planned_points():
         cfg = study.trial_config(point)
         entry = cached.get(arch_key(architecture(cfg)))
-        if entry and entry.get("tokens_per_s"):
-            seconds += cfg.train.tokens / entry["tokens_per_s"]
-            probed += 1
-        else:
-            seconds += study.rung_of(point)["flops"] / rate
+        speed = entry.get("tokens_per_s") if entry else None
+        probed += bool(speed)
+        seconds += trial_seconds(cfg, study.rung_of(point)["params"], speed, gpus)
+    c0, c1 = CPU_SECONDS_PER_TOKEN
     unit = (
         f"{GPU_FLOPS_PER_S:.0e} FLOP/s a GPU x {gpus:g} (assumed, ~35% of an H100's bf16 peak)"
         if gpus
-        else f"{FLOPS_PER_S:.0e} FLOP/s (2 CPU threads, measured on tiny)"
+        else f"{c0:.3g} s + {c1:.3g} s x N a token, calibrated at 2 threads (docs/scaling/README.md)"
     )
     how = (
-        f"the cost probe's cached speed for {probed} of {len(study.planned_points())} point(s), "
-        f"else FLOPs at {unit}"
+        f"the cost probe's cached speed for {probed} of {len(study.planned_points())} point(s), else "
         if probed
-        else f"FLOPs at {unit}; no probe cached"
+        else ""
+    )
+    how += f"{unit}; evaluations, and {TRIAL_START_S:.0f} s a trial to start" + (
+        "" if probed else "; no probe cached"
     )
     flops = sum(study.rung_of(p)["flops"] for p in study.planned_points())
     total = _seconds_text(seconds * study.repeats)
@@ -172,19 +204,14 @@ def ladder_of(study, trials):
 
 
 def reference_design(study, ladder) -> str:
-    """The design of the study's reference point, else the first baseline design (residual kind
-    none), else the first design."""
-    from sweeps.spec import RUNG
+    """The name of the study's reference design (`sweeps.pareto.analysis.reference_design`: the
+    study's reference point, else the first baseline design), else the first design."""
+    from sweeps.pareto.analysis import reference_design as design_params
+    from sweeps.spec.space import point_name
 
-    points = study.planned_points()
-    if study.reference is not None:
-        points = [p for p in points if all(p.get(k) == v for k, v in study.reference.items() if k != RUNG)]
-    else:
-        points = [p for p in points if study.trial_config(p).model.residual.kind == "none"] or points
-    for p in points:
-        if (d := design_of(study, p)) in ladder.designs:
-            return d
-    return ladder.designs[0]
+    params = design_params(study)
+    name = None if params is None else point_name(params)
+    return name if name in ladder.designs else ladder.designs[0]
 
 
 def analyse(

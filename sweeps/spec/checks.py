@@ -10,6 +10,7 @@ from arch.configtree import ConfigError, Issue, choices, join
 from sweeps import backends
 from sweeps.spec.paths import KeyPaths
 from sweeps.spec.resources import check_resources
+from sweeps.spec.rungs import RUNG
 from trainers import metrics as metrics_table
 
 if TYPE_CHECKING:
@@ -126,7 +127,9 @@ def validate_points(study: Study) -> list[Issue]:
             issues.append(
                 Issue("scheduler.grace_tokens", f"given {grace}; allowed: below {where} {smallest}")
             )
-    if study.reference is not None and study.sampler.kind == "grid" and study.reference not in study.grid:
+    if study.reference is not None and study.rungs:  # a design, compared within each rung
+        issues.extend(_check_ladder_reference(study))
+    elif study.reference is not None and study.sampler.kind == "grid" and study.reference not in study.grid:
         issues.append(
             Issue(
                 "reference",
@@ -137,6 +140,19 @@ def validate_points(study: Study) -> list[Issue]:
         issues.extend(_check_paths(study))
     issues.extend(check_resources(study))
     return issues
+
+
+def _check_ladder_reference(study: Study) -> list[Issue]:
+    """A ladder's `reference:` names a design (its params without `rung`): each rung's points are
+    compared with that design at the same rung."""
+    if RUNG in study.reference:
+        why = "a ladder compares designs within each rung; allowed: the other keys"
+        return [Issue(f"reference.{RUNG}", why)]
+    designs = [{k: v for k, v in p.items() if k != RUNG} for p in study.grid]
+    if study.reference not in designs:
+        allowed = f"allowed: a design of the grid (its keys without {RUNG}), e.g. {designs[0]!r}"
+        return [Issue("reference", f"given {study.reference!r}; {allowed}")]
+    return []
 
 
 def _check_backend(study: Study) -> list[Issue]:

@@ -72,6 +72,44 @@ def test_the_draft_study_expands_within_one_epoch():
     path = Path(__file__).resolve().parents[2] / "studies" / "scaling_ladder.yaml"
     spec = yaml.safe_load(path.read_text())
     rungs = expand(spec["scaling"], BASE, str(path), 0.95 * 5.06e6)
-    assert len(rungs) == 10
+    assert len(rungs) == 9  # five sizes, the largest at one budget
     assert 0.08e6 < rungs[0]["params"] < 0.15e6 and 4e6 < rungs[-1]["params"] < 6e6
     assert over_one_epoch(rungs) == []
+
+
+def test_a_size_may_carry_its_own_lr_and_budgets():
+    sizes = [{**SMALL, "lr": 6e-3, "tokens": [2e6, 4e6]}, {"preset": "mini", "lr": 1.5e-3}, "tiny"]
+    rungs = expand({"sizes": sizes, "tokens": [1e6]}, {"preset": "tiny", "d_model": 96}, "s.yaml")
+    small = [r for r in rungs if r["overrides"].get("model.d_model") == 64]
+    assert sorted(r["tokens"] for r in small) == [2000000, 4000000]  # its own budgets, not the section's
+    assert {r["lr"] for r in small} == {6e-3} and small[0]["overrides"]["train.lr"] == 6e-3
+    (mini,) = [r for r in rungs if r["overrides"].get("model.preset") == "mini"]
+    # a preset in a mapping sets every dimension it defines: the base's d_model 96 does not leak in
+    assert mini["overrides"]["model.d_model"] == 256 and mini["lr"] == 1.5e-3 and mini["tokens"] == 1000000
+    (tiny,) = [r for r in rungs if r["overrides"].get("model.preset") == "tiny"]
+    assert tiny["lr"] is None and "train.lr" not in tiny["overrides"]
+    only_own = expand({"sizes": [{**SMALL, "tokens": [1e6]}, {"preset": "tiny", "tokens": [2e6]}]}, BASE)
+    assert sorted(r["tokens"] for r in only_own) == [1000000, 2000000]
+
+
+@pytest.mark.parametrize(
+    ("sizes", "words"),
+    [
+        (
+            [{**SMALL, "lr": 0}, "tiny"],
+            "scaling.sizes[0].lr: must be a positive number (this size's train.lr)",
+        ),
+        ([{**SMALL, "lr": "fast"}, "tiny"], "scaling.sizes[0].lr: must be a positive number"),
+        (["tiny", {**SMALL, "lrr": 1e-3}], "scaling.sizes[1]: lrr: unknown key; allowed keys:"),
+        (["tiny", {**SMALL, "tokens": [1e6, 0]}], "scaling.sizes[1].tokens[1]: must be a positive number"),
+        (["tiny", {**SMALL, "tokens": [1e6], "tokens_per_param": [5]}], "scaling.sizes[1]: give at most one"),
+        (["tiny", {"preset": "huge"}], "scaling.sizes[1].preset: 'huge' is not a preset; presets: tiny"),
+        (["tiny", {"lr": 1e-3}], "scaling.sizes[1]: needs a preset or model keys besides lr"),
+    ],
+)
+def test_bad_per_size_keys_are_refused_naming_file_and_key(sizes, words):
+    with pytest.raises(LadderError) as err:
+        expand({"sizes": sizes, "tokens": [1e6]}, BASE, "s.yaml")
+    assert f"s.yaml: {words}" in str(err.value)
+    if "unknown key" in words:
+        assert "or a size's own lr, tokens, tokens_per_param" in str(err.value)

@@ -101,3 +101,43 @@ def test_targets_parse_and_refuse():
     assert parse_target("large=6.5e8:2e10") == Target("large", 6.5e8, 2e10)
     with pytest.raises(ValueError, match="NAME=PARAMS:TOKENS"):
         parse_target("large=lots")
+
+
+def _fixed_budgets(rng, truths, budgets=(1e6, 4e6), seeds=2):
+    """Every size at the same token budgets (a `tokens:` ladder): the ratios differ per rung."""
+    from sweeps.scaling.table import Ladder
+
+    rows = []
+    for design, truth in truths.items():
+        for n in syn.SIZES:
+            for d in budgets:
+                for s in range(seeds):
+                    rows.append(
+                        (
+                            design,
+                            n,
+                            d,
+                            float(syn.law(truth, n, d)) * float(np.exp(rng.normal(0, 0.004))),
+                            str(s),
+                        )
+                    )
+    return Ladder(*zip(*rows, strict=True), "fixed budgets")
+
+
+def test_the_fit_is_drawn_through_the_ladders_own_rungs(tmp_path):
+    """A ratio ladder gets one line per tokens-per-parameter ratio, a budget ladder one per token
+    budget (the joint law where the rungs measured it), and the loss-vs-compute plot builds."""
+    from sweeps.scaling.outputs import ladder_series
+
+    by_ratio = syn.ladder(np.random.default_rng(3), seeds=2)
+    lines = ladder_series(by_ratio)
+    assert [label for label, _, _ in lines] == ["5 tokens/param", "20 tokens/param", "80 tokens/param"]
+    for _, n, d in lines:
+        assert np.allclose(d / n, d[0] / n[0]) and n.min() == pytest.approx(min(syn.SIZES))
+    by_budget = _fixed_budgets(np.random.default_rng(4), {"base": syn.TRUTH, "better": BETTER})
+    lines = ladder_series(by_budget)
+    assert [label for label, _, _ in lines] == ["D 1e+06", "D 4e+06"]
+    assert all(np.all(d == d[0]) for _, _, d in lines) and lines[0][1].max() == pytest.approx(max(syn.SIZES))
+    for name, lad in (("ratio", by_ratio), ("budget", by_budget)):
+        out = analyse(lad, tmp_path / name, [Target("far", 1e8, 2e9)], replicates=20)
+        assert (tmp_path / name / "loss_vs_compute.png").stat().st_size > 10_000, out["files"]

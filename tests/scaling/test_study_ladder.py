@@ -140,9 +140,15 @@ def test_a_ladder_launch_fits_the_completed_rungs_and_logs_them_to_the_parent(tm
     summary = out[out.index("24/24 done") :]
     assert "at big (2e+05 params, 2e+04 tokens) sat is predicted 0." in summary
     assert "below baseline" in summary and "x beyond the largest rung" in summary
-    # the fronts mix sizes: no paired verdict of a rung against the smallest rung's baseline
-    assert "scaling ladder: no paired verdicts across rungs of different sizes" in out
-    assert not any("verdict.val_loss" in r.data.tags for r in mlflow_runs(study, "trial"))
+    # paired verdicts within each rung (same size, budget and seeds), never across sizes
+    fronts = out[out.index("per rung, against the reference design") : out.index("scaling ladder: 6 of 6")]
+    for rung in study.rungs:
+        size = f"(N {rung['params']:.3g}, D {rung['tokens']:.3g} tokens)"
+        assert f"  rung {rung['label']} {size}, against baseline:\n    sat: val_loss -0.1" in fronts
+    children = mlflow_runs(study, "trial")
+    words = {r.data.tags["mlflow.runName"]: r.data.tags["verdict"] for r in children}
+    assert words["rung=r0, residual=baseline/s0"] == "reference"
+    assert all(words[f"rung=r{i}, residual=sat/s1"].startswith("val_loss: ") for i in range(6))
     names = {r.data.tags["mlflow.runName"] for r in mlflow_runs(study, "trial")}
     assert "rung=r3, residual=sat/s1" in names
     assert {r.data.params["rung"] for r in mlflow_runs(study, "trial")} == {f"r{i}" for i in range(6)}
@@ -210,3 +216,117 @@ def test_the_paper_ladder_resolves(tmp_path):
     assert (xl.model.d_model, xl.model.d_ff, xl.model.n_layers, xl.train.tokens) == (
         2048, 5504, 24, study.rungs[-1]["tokens"])  # fmt: skip
     assert "estimated GPU time" in launcher.plan_text(study)
+
+
+def split_fit(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_path=None):
+    """A stand-in whose design effect differs by rung: at the larger size `sat` is 0.2 below the
+    baseline on every seed (decided at 2 seeds), at the smaller +-0.05 around it, alternating
+    with the seed (never decided). The smaller size is 0.5 worse, so the fronts are clear-cut."""
+    small = config.model.d_model == SIZES[0]["d_model"]
+    gap = 0.0
+    if config.model.residual.kind != "none":
+        gap = 0.05 * (-1) ** config.seed if small else -0.2
+    loss = 3.0 + 0.5 * small + gap + 0.01 * config.seed
+    metrics = {"val_loss": loss, "tokens": float(config.train.tokens), "peak_mem_mb": 100.0}
+    trainer = SimpleNamespace(sanity_checking=False, callback_metrics=metrics)
+    for cb in callbacks:
+        cb.on_validation_end(trainer, None)
+    return {**metrics, "train_tokens_per_s": 800.0}
+
+
+def test_adaptive_seeds_decide_rung_by_rung(tmp_path, capsys):
+    """Two rungs (two sizes, one budget), seeds 2..4: the rung whose pair stays open grows both
+    its points to 4 seeds (the reference grows with the point it pairs with); the decided rung
+    stays at 2."""
+    section = {**LADDER, "sizes": SIZES[:2], "tokens": [20480]}
+    study = load_study(write_study(tmp_path, name="ladder", scaling=section, repeats={"min": 2, "max": 4}))
+    assert launch(study, fit=split_fit, probe=fake_fit.PROBE) == 0
+    out = capsys.readouterr().out
+    seeds = {}
+    for t in optuna_trials(study):
+        assert t.state == TrialState.COMPLETE
+        seeds.setdefault((t.params["rung"], t.params["model.residual"]), []).append(t.user_attrs["seed"])
+    small, large = (r["label"] for r in study.rungs)
+    assert {k: sorted(v) for k, v in seeds.items()} == {
+        (small, "baseline"): [0, 1, 2, 3], (small, "sat"): [0, 1, 2, 3],
+        (large, "baseline"): [0, 1], (large, "sat"): [0, 1],
+    }  # fmt: skip
+    assert f"rung {large} " in out and "sat: val_loss -0.2000 ± 0.0000 (better, 2 seed(s)" in out
+    assert "sat: val_loss +0.0000" in out and "(indistinguishable, 4 seed(s)" in out
+
+
+def test_a_ladder_reference_is_a_design_paired_within_each_rung(tmp_path):
+    from sweeps.pareto.analysis import reference_points
+    from sweeps.spec.space import point_id
+
+    study = load_study(ladder_study(tmp_path, reference={"model.residual": "sat"}))
+    refs = reference_points(study, [])
+    for rung in study.rungs:
+        sat = point_id({"rung": rung["label"], "model.residual": "sat"})
+        base = point_id({"rung": rung["label"], "model.residual": "baseline"})
+        assert refs[base] == sat and refs[sat] == sat
+    bad = {"rung": "r0", "model.residual": "baseline"}
+    with pytest.raises(ConfigError, match="reference.rung: a ladder compares designs within each rung"):
+        load_study(write_study(tmp_path, name="bad", scaling=LADDER, reference=bad))
+    with pytest.raises(ConfigError, match="reference: given .*allowed: a design of the grid"):
+        load_study(write_study(tmp_path, name="bad2", scaling=LADDER, reference={"model.residual": "huge"}))
+
+
+def test_a_size_with_its_own_lr_trains_with_it_and_the_dry_run_shows_it(tmp_path):
+    sizes = [{**SIZES[0], "lr": 6e-3}, SIZES[1], {**SIZES[2], "lr": 1.5e-3, "tokens": [40960]}]
+    study = load_study(write_study(tmp_path, name="ladder", scaling={**LADDER, "sizes": sizes}))
+    assert len(study.rungs) == 5  # the largest size at its own one budget
+    n = sorted({r["params"] for r in study.rungs})
+    assert sorted((r["params"], r["tokens"], r["lr"] or 0) for r in study.rungs) == [
+        (n[0], 2048, 6e-3), (n[0], 4096, 6e-3), (n[1], 2048, 0), (n[1], 4096, 0), (n[2], 4096, 1.5e-3),
+    ]  # fmt: skip
+    small = next(r for r in study.rungs if r["lr"] == 6e-3)
+    assert study.trial_config({"rung": small["label"], "model.residual": "sat"}).train.lr == 6e-3
+    plain = next(r for r in study.rungs if r["lr"] is None)
+    assert (
+        study.trial_config({"rung": plain["label"], "model.residual": "sat"}).train.lr == study.base.train.lr
+    )
+    text = launcher.plan_text(study)
+    assert (
+        "      lr  size" in text
+        and "   0.006  d_model=16, d_ff=32" in text
+        and "  0.0015  d_model=64" in text
+    )
+    assert f"{study.base.train.lr:.3g}*  d_model=32" in text and "*: the trial's train.lr" in text
+    bad = write_study(tmp_path, name="bad", scaling={**LADDER, "sizes": [*SIZES, {**SIZES[0], "lr": -1}]})
+    with pytest.raises(ConfigError) as err:
+        load_study(bad)
+    assert f"{bad}: scaling.sizes[3].lr: must be a positive number (this size's train.lr), got -1" in str(
+        err.value
+    )
+
+
+def test_the_dry_run_estimates_time_from_the_calibrated_cost_of_a_token(tmp_path):
+    from sweeps.scaling import study as ladder_study_module
+
+    study = load_study(ladder_study(tmp_path, repeats=1))
+    text = launcher.plan_text(study)
+    c0, c1 = ladder_study_module.CPU_SECONDS_PER_TOKEN
+    assert f"{c0:.3g} s + {c1:.3g} s x N a token" in text and "s a trial to start" in text
+    point = {"rung": "r5", "model.residual": "baseline"}
+    cfg = study.trial_config(point)
+    seconds = ladder_study_module.trial_seconds(cfg, study.rung_of(point)["params"])
+    evals = -(-cfg.max_steps // cfg.train.eval_every)
+    eval_tokens = evals * cfg.train.eval_batches * cfg.train.batch_size * cfg.data.seq_len / 3
+    assert seconds == pytest.approx(
+        ladder_study_module.TRIAL_START_S
+        + (cfg.max_steps * cfg.tokens_per_step + eval_tokens) * (c0 + c1 * study.rung_of(point)["params"])
+    )
+    assert ladder_study_module.trial_seconds(cfg, 1e5, tokens_per_s=1000.0) == pytest.approx(
+        ladder_study_module.TRIAL_START_S + (cfg.max_steps * cfg.tokens_per_step + eval_tokens) / 1000.0
+    )
+
+
+def test_the_cpu_ladder_is_estimated_within_two_hours():
+    import re
+
+    study = load_study(ROOT / "studies" / "scaling_ladder.yaml")
+    (line,) = [line for line in launcher.plan_text(study).splitlines() if "estimated CPU time" in line]
+    minutes = float(re.search(r"estimated CPU time ([\d.]+) min", line).group(1))
+    assert minutes <= 100, line
+    assert len(study.grid) == 27 and study.repeats == 2  # 9 rungs x 3 designs x 2 seeds
