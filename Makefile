@@ -30,8 +30,11 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# Two pytest-xdist workers: most slow tests wait on subprocesses, Ray or sleeps, so two share the
+# 2 cores well; the Ray tests stay together on one worker (tests/conftest.py). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test-all: lint
 	$(PY) -m pytest -q -m ""

@@ -1,11 +1,17 @@
-"""The orchestrator benchmark: its cost arithmetic, and a run end to end at a toy size (asserts
-nothing about speed)."""
+"""The orchestrator benchmark: its cost arithmetic, its parts (reading a launch's child runs, the
+launch's CPU, the report) without a launch, and a run end to end at a toy size (`slow`: three
+Python start-ups and a launch; asserts nothing about speed)."""
 
 import json
+import shutil
+import subprocess
+import sys
+import time
 
 import pytest
 
 from bench import orchestrator
+from tests.sweeps.helpers import _empty_mlflow_db
 
 
 def test_per_trial_cost_is_cycle_minus_fit_plus_logging_plus_the_larger_in_fit_slowdown():
@@ -36,6 +42,75 @@ def test_per_trial_cost_is_cycle_minus_fit_plus_logging_plus_the_larger_in_fit_s
         orchestrator.split_costs(wall=40.0, start=95.0, runs=runs[:1])
 
 
+def test_child_runs_read_each_finished_child_by_end_time_with_its_clocks(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    db = tmp_path / "mlflow.db"
+    shutil.copyfile(_empty_mlflow_db(), db)  # the tables, made once per test process
+    client = MlflowClient(f"sqlite:///{db}")
+    experiment = client.create_experiment("overhead_local")
+    parent = client.create_run(experiment).info.run_id
+    for start, fit_s, pid in ((2000, 1.5, "7"), (1000, 2.5, None)):
+        tags = {"mlflow.parentRunId": parent, **({"ray.pid": pid} if pid else {})}
+        run = client.create_run(experiment, start_time=start, tags=tags).info.run_id
+        client.log_metric(run, "final/fit_s", fit_s)
+        client.log_metric(run, "final/logging_s", 0.25)
+        client.set_terminated(run, end_time=start + 500)
+    client.create_run(experiment, tags={"mlflow.parentRunId": parent})  # still running: left out
+    client.set_terminated(parent, end_time=3000)  # the parent: left out
+    runs = orchestrator.child_runs(db)
+    assert [(r["start"], r["end"], r["fit_s"], r["logging_s"], r["pid"]) for r in runs] == [
+        (1.0, 1.5, 2.5, 0.25, None),
+        (2.0, 2.5, 1.5, 0.25, "7"),
+    ]
+
+
+def test_tree_cpu_counts_a_childs_cpu_between_two_times_and_leaves_out_excluded_pids():
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\ntime.sleep(0.6)"
+    proc = subprocess.Popen([sys.executable, "-c", spin])
+    tree = orchestrator.TreeCPU(proc.pid)
+    proc.wait()
+    tree.stop()
+    start, end = tree.samples[0][0] - 1, time.time()
+    assert 0.3 < tree.between(start, end, exclude=set()) < 2.0  # the 0.6 s spin, read every 0.5 s
+    assert tree.between(start, end, exclude={proc.pid}) == 0.0
+
+
+def test_main_writes_every_backends_costs_and_the_drift_bracket(tmp_path, monkeypatch, capsys):
+    """The report without its subprocesses: two direct loops and a launch, as the real ones return."""
+    walls = iter([[10.0, 9.0], [9.5, 9.5]])  # the direct loop before and after the launches
+    monkeypatch.setattr(
+        orchestrator, "run_direct", lambda trial, n: {"trial_walls": next(walls), "total": 19.5, "wall": 21.0}
+    )
+    runs = [
+        {"start": 105.0, "end": 115.0, "fit_s": 9.0, "logging_s": 0.1},
+        {"start": 116.0, "end": 127.0, "fit_s": 10.0, "logging_s": 0.2},
+    ]
+    launched = []
+
+    def run_launcher(trial, n, backend, folder):
+        launched.append((trial["train"]["tokens"], n, backend))
+        return {"wall": 30.0, **orchestrator.split_costs(30.0, 100.0, runs), "background_cpu_s": 0.0}
+
+    monkeypatch.setattr(orchestrator, "run_launcher", run_launcher)
+    out = tmp_path / "orch.json"
+    assert (
+        orchestrator.main(["--trials", "2", "--tokens", "2048", "--backends", "local", "--json", str(out)])
+        == 0
+    )
+    assert launched == [(2048, 2, "local")]
+    result = json.loads(out.read_text())
+    assert result["direct"]["per_trial"] == 9.0 and result["direct_after"]["per_trial"] == 9.5
+    local = result["local"]
+    assert local["in_fit_s"] == pytest.approx(0.5)  # fit 10.0 s against the slower direct loop's 9.5
+    assert local["wall_diff_per_trial_s"] == pytest.approx(12.0 - 9.0)  # one cycle: 115 -> 127 s
+    assert local["cost_per_trial_s"] == pytest.approx(local["outside_fit_s"] + 0.2 + 0.5)
+    printed = capsys.readouterr().out
+    assert "direct loop again: 9.5 s per trial (drift since the first: +0.50 s)" in printed
+    assert "launcher (local): 30.0 s; per trial: cost" in printed
+
+
+@pytest.mark.slow
 def test_orchestrator_benchmark_runs_and_writes_json(tmp_path, capsys):
     out = tmp_path / "orch.json"
     args = ["--trials", "2", "--tokens", "2048", "--backends", "local", "--json", str(out)]

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -58,17 +59,30 @@ def mlflow_server(postgres):
         server.stop()
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    cluster = services.start_ray()
+@pytest.fixture(scope="module", autouse=True)
+def _ray_starting():
+    """The 2-node Ray starts in a thread before anything else, so that its start-up (two `ray
+    start` processes, mostly waiting) overlaps PostgreSQL's and the MLflow server's."""
+    if services.pg_bindir() is None:
+        pytest.skip("PostgreSQL is not installed (make test-cluster installs it)")
+    pool = ThreadPoolExecutor(1, thread_name_prefix="ray-start")
+    starting = pool.submit(services.start_ray)
     try:
-        nodes = cluster.nodes()
-        assert len(nodes) == 2, nodes
-        custom = sorted(k for n in nodes for k in ("head", "second") if k in n["resources"])
-        assert custom == ["head", "second"]
-        yield cluster
+        yield starting
     finally:
-        cluster.stop()
+        pool.shutdown()  # a start still under way ends (or fails) before its processes are stopped
+        if starting.exception() is None:
+            starting.result().stop()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(_ray_starting):
+    cluster = _ray_starting.result()
+    nodes = cluster.nodes()
+    assert len(nodes) == 2, nodes
+    custom = sorted(k for n in nodes for k in ("head", "second") if k in n["resources"])
+    assert custom == ["head", "second"]
+    return cluster
 
 
 def write_study(folder: Path, name: str) -> Path:

@@ -80,7 +80,7 @@ def test_every_point_trains_its_own_budget_with_the_default_scheduler(tmp_path):
     ran_their_own_budgets(study)
 
 
-def test_asha_lets_every_point_reach_its_own_budget(tmp_path):
+def test_asha_lets_every_point_reach_its_own_budget(tmp_path, shared_ray):
     """ASHA's one horizon is the largest budget: the 24576-token run is not stopped at 8192 (a
     base-budget horizon stopped it there). The runs go one at a time, the small one first, and the
     loss falls with the tokens seen, so no rung stops either run on its merits."""
