@@ -241,5 +241,8 @@ def test_two_worker_trials_span_both_nodes_and_asha_prunes_them(
     done = [c for c in children if c.data.tags["sweep.status"] == "ok"]
     assert done and all(c.info.status == "FINISHED" for c in done)
     assert all(c.data.metrics["final/tokens"] == TRIAL["train"]["tokens"] for c in done)
+    for metrics in (c.data.metrics for c in done):  # recorded like a one-worker trial, plus DDP's buckets
+        assert metrics["final/mem_ddp_buckets_mb"] == metrics["final/mem_grads_mb"] > 0
+        assert {"final/val_loss", "final/tokens_per_s", "final/peak_mem_mb", "val_loss"} <= set(metrics)
     pruned = [c for c in children if c.data.tags["sweep.status"] == "pruned"]
     assert pruned and all(c.info.status == "KILLED" and c.data.tags["pareto_rank"] == "-1" for c in pruned)

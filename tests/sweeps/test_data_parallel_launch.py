@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from optuna.trial import TrialState
 
 from sweeps.launch import launch
@@ -11,6 +12,29 @@ from sweeps.spec import load_study
 from tests.sweeps.helpers import TRIAL, mlflow_runs, optuna_trials, write_study
 
 
+def test_a_diverging_two_worker_trial_on_ray_fails_as_diverged(tmp_path, shared_ray):
+    """The default suite's check of the Ray Train path (one trial: Ray Train's start-up is most of
+    its time). That a 2-worker trial on Ray records what a 1-worker one does is checked by
+    tests/cluster (across two nodes) and, here, by the slow test below."""
+    path = write_study(
+        tmp_path,
+        repeats=1,
+        backend="ray",
+        resources={"workers": 2, "cpus": 1},
+        ray={"num_cpus": 2},
+        trial={**TRIAL, "model": {**TRIAL["model"], "residual": {"kind": "value_residual"}}},
+        space={"train.lr": {"choices": [1.0e30]}},
+    )
+    path.write_text(path.read_text().replace("num_threads: 1", "num_threads: 1\n    grad_clip: null"))
+    study = load_study(path)
+    assert launch(study) == 4  # nothing completed
+    (failed,) = optuna_trials(study)
+    assert failed.state == TrialState.FAIL and failed.user_attrs["fail_reason"] == "diverged"
+    (run,) = mlflow_runs(study, "trial")
+    assert run.info.status == "FAILED" and run.data.tags["sweep.workers"] == "2"
+
+
+@pytest.mark.slow
 def test_two_worker_trials_on_ray_record_like_single_ones_and_a_diverging_one_fails(tmp_path, shared_ray):
     path = write_study(
         tmp_path,
