@@ -82,7 +82,7 @@ def test_recipe_trial_sets_budget_threads_seed_and_final_eval():
     assert trial["model"] == {"preset": "tiny"}
     assert trial["train"]["eval_every"] == 1_000_000 // (16 * 128)  # the last step only
     as_recipe = te.recipe_trial(te.DEFAULT_RECIPE, None, 1, 0, final_eval_only=False)
-    assert as_recipe["train"]["tokens"] == 300_000 and as_recipe["train"]["eval_every"] == 50
+    assert as_recipe["train"]["tokens"] == 1_000_000 and as_recipe["train"]["eval_every"] == 100
 
 
 def test_revisions_resolve_and_export(tmp_path):
