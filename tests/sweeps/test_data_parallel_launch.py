@@ -12,10 +12,9 @@ from sweeps.spec import load_study
 from tests.sweeps.helpers import TRIAL, mlflow_runs, optuna_trials, write_study
 
 
-def test_a_diverging_two_worker_trial_on_ray_fails_as_diverged(tmp_path, shared_ray):
-    """The default suite's check of the Ray Train path (one trial: Ray Train's start-up is most of
-    its time). That a 2-worker trial on Ray records what a 1-worker one does is checked by
-    tests/cluster (across two nodes) and, here, by the slow test below."""
+def two_worker_study(tmp_path, lrs):
+    """Trials of 2 data-parallel workers on Ray, one per learning rate, without gradient clipping
+    (so that a huge rate diverges)."""
     path = write_study(
         tmp_path,
         repeats=1,
@@ -23,10 +22,17 @@ def test_a_diverging_two_worker_trial_on_ray_fails_as_diverged(tmp_path, shared_
         resources={"workers": 2, "cpus": 1},
         ray={"num_cpus": 2},
         trial={**TRIAL, "model": {**TRIAL["model"], "residual": {"kind": "value_residual"}}},
-        space={"train.lr": {"choices": [1.0e30]}},
+        space={"train.lr": {"choices": lrs}},
     )
     path.write_text(path.read_text().replace("num_threads: 1", "num_threads: 1\n    grad_clip: null"))
-    study = load_study(path)
+    return load_study(path)
+
+
+def test_a_diverging_two_worker_trial_on_ray_fails_as_diverged(tmp_path, shared_ray):
+    """The default suite's check of the Ray Train path (one trial: Ray Train's start-up is most of
+    its time). That a 2-worker trial on Ray records what a 1-worker one does is checked by
+    tests/cluster (across two nodes) and, here, by the slow test below."""
+    study = two_worker_study(tmp_path, [1.0e30])
     assert launch(study) == 4  # nothing completed
     (failed,) = optuna_trials(study)
     assert failed.state == TrialState.FAIL and failed.user_attrs["fail_reason"] == "diverged"
@@ -36,17 +42,7 @@ def test_a_diverging_two_worker_trial_on_ray_fails_as_diverged(tmp_path, shared_
 
 @pytest.mark.slow
 def test_two_worker_trials_on_ray_record_like_single_ones_and_a_diverging_one_fails(tmp_path, shared_ray):
-    path = write_study(
-        tmp_path,
-        repeats=1,
-        backend="ray",
-        resources={"workers": 2, "cpus": 1},
-        ray={"num_cpus": 2},
-        trial={**TRIAL, "model": {**TRIAL["model"], "residual": {"kind": "value_residual"}}},
-        space={"train.lr": {"choices": [0.003, 1.0e30]}},  # one trial that trains, one that diverges
-    )
-    path.write_text(path.read_text().replace("num_threads: 1", "num_threads: 1\n    grad_clip: null"))
-    study = load_study(path)
+    study = two_worker_study(tmp_path, [0.003, 1.0e30])  # one trial that trains, one that diverges
     assert study.base.train.workers == 2
     assert launch(study) == 0
     states = Counter(t.state for t in optuna_trials(study))
