@@ -18,6 +18,7 @@ from optuna.trial import TrialState
 from sweeps.pareto.fronts import compute, is_reference
 from sweeps.pareto.outputs import conclusions_text, point_name, table_text, write_files
 from sweeps.pareto.stats import median_interval
+from sweeps.spec.rungs import RUNG, without_rung
 from trainers import metrics as metrics_table
 
 REPLICATES = 1000  # bootstrap replicates of p_front (its Monte Carlo error: at most 1.6 points)
@@ -148,30 +149,23 @@ def reference_points(study, trials) -> dict[str, str]:
     if not study.rungs:
         ref = reference_point(study, trials)
         return {} if ref is None else {t.user_attrs.get("point"): ref for t in trials} | {ref: ref}
-    from sweeps.spec import RUNG
     from sweeps.spec.space import point_id
 
     design = reference_design(study)
     if design is None:
         return {}
-    per_rung = {p[RUNG]: point_id(p) for p in study.planned_points() if _without_rung(p) == design}
+    per_rung = {p[RUNG]: point_id(p) for p in study.planned_points() if without_rung(p) == design}
     return {point_id(p): per_rung[p[RUNG]] for p in study.planned_points() if p[RUNG] in per_rung}
-
-
-def _without_rung(point) -> dict:
-    from sweeps.spec import RUNG
-
-    return {k: v for k, v in point.items() if k != RUNG}
 
 
 def reference_design(study) -> dict | None:
     """A ladder's reference design, as its params without `rung`: the study's `reference:`, else
     the design of the first planned point whose residual kind is none; None when there is none."""
     if study.reference is not None:
-        return _without_rung(study.reference)
+        return without_rung(study.reference)
     for point in study.planned_points():
         if study.trial_config(point).model.residual.kind == "none":
-            return _without_rung(point)
+            return without_rung(point)
     return None
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sweeps.pareto.fronts import is_reference
 from sweeps.spec import space
+from sweeps.spec.rungs import without_rung
 from trainers import metrics as metrics_table
 
 
@@ -121,7 +122,7 @@ def conclusions_text(result: Mapping) -> str:
         label = ref["params"].get(RUNG)
         rung = rungs.get(label)
         size = f" (N {rung['params']:.3g}, D {rung['tokens']:.3g} tokens)" if rung else ""
-        lines.append(f"  rung {label}{size}, against {space.point_name(_without_rung(ref['params']))}:")
+        lines.append(f"  rung {label}{size}, against {space.point_name(without_rung(ref['params']))}:")
         lines += _comparison_lines(result, ref, groups[ref_id], "    ", rung=True)
     return "\n".join(lines)
 
@@ -131,12 +132,6 @@ def _rung_order(row: Mapping, order: list) -> tuple:
 
     label = row["params"].get(RUNG)
     return (order.index(label) if label in order else len(order), str(label))
-
-
-def _without_rung(params: Mapping) -> dict:
-    from sweeps.spec import RUNG
-
-    return {k: v for k, v in params.items() if k != RUNG}
 
 
 def _comparison_lines(result: Mapping, ref: Mapping, rows: list, indent: str, rung: bool = False) -> list:
@@ -158,7 +153,7 @@ def _comparison_lines(result: Mapping, ref: Mapping, rows: list, indent: str, ru
                 note = _open_note(diff)
                 note = f"; {note}" if note else ""
                 parts.append(f"{m} {diff['mean']:+.4f}{spread} ({word}, {diff['n']} seed(s){note})")
-        name = space.point_name(_without_rung(row["params"])) if rung else point_name(row)
+        name = space.point_name(without_rung(row["params"])) if rung else point_name(row)
         lines.append(f"{indent}{name}: " + "; ".join(parts) + f"; on the front in {row['p_front']:.0%}")
     return lines
 

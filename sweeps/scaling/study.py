@@ -73,11 +73,10 @@ def find_study(name: str):
 
 
 def design_of(study, point: dict) -> str:
-    from sweeps.spec import RUNG
+    from sweeps.spec.rungs import without_rung
     from sweeps.spec.space import point_name
 
-    rest = {k: v for k, v in point.items() if k != RUNG}
-    return point_name(rest)
+    return point_name(without_rung(point))
 
 
 def _seconds_text(s: float) -> str:

@@ -10,7 +10,7 @@ from arch.configtree import ConfigError, Issue, choices, join
 from sweeps import backends
 from sweeps.spec.paths import KeyPaths
 from sweeps.spec.resources import check_resources
-from sweeps.spec.rungs import RUNG
+from sweeps.spec.rungs import RUNG, without_rung
 from trainers import metrics as metrics_table
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ def _check_ladder_reference(study: Study) -> list[Issue]:
     if RUNG in study.reference:
         why = "a ladder compares designs within each rung; allowed: the other keys"
         return [Issue(f"reference.{RUNG}", why)]
-    designs = [{k: v for k, v in p.items() if k != RUNG} for p in study.grid]
+    designs = [without_rung(p) for p in study.grid]
     if study.reference not in designs:
         allowed = f"allowed: a design of the grid (its keys without {RUNG}), e.g. {designs[0]!r}"
         return [Issue("reference", f"given {study.reference!r}; {allowed}")]

@@ -16,6 +16,11 @@ from arch.configtree import ConfigError, Issue
 RUNG = "rung"  # the grid parameter of a scaling ladder's rungs
 
 
+def without_rung(params: Mapping) -> dict:
+    """A point's params without its rung: the design it trains, the same at every rung."""
+    return {k: v for k, v in params.items() if k != RUNG}
+
+
 def ladder_rungs(section, trial: Mapping, source: str) -> list[dict]:
     """`sweeps.scaling.ladder.expand` over the trial's model, with the corpus's training split
     size (for the epochs of each rung). Raises LadderError."""
