@@ -46,7 +46,11 @@ def connect(study) -> tuple[float, float]:
 
     kwargs = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True}
     if study.ray.address is None:
-        kwargs.update(include_dashboard=False, num_cpus=study.ray.num_cpus, num_gpus=study.ray.num_gpus)
+        # "local", not None: ray.init() with no address joins the last `ray start` cluster on this
+        # machine (Ray's /tmp/ray/ray_current_cluster), so a study meant to run alone would land
+        # on someone else's cluster. Joining one is what ray.address / --ray-address are for.
+        kwargs.update(address="local", include_dashboard=False)
+        kwargs.update(num_cpus=study.ray.num_cpus, num_gpus=study.ray.num_gpus)
         if study.ray.temp_dir:
             kwargs["_temp_dir"] = str(Path(study.ray.temp_dir).absolute())
         root = str(Path(__file__).resolve().parents[1])
