@@ -43,7 +43,7 @@ test-all: lint
 test-cluster: install
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q postgresql; }
+	  $$SUDO apt-get update -q -o DPkg::Lock::Timeout=300 && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q -o DPkg::Lock::Timeout=300 postgresql; }
 	$(PY) -c "import psycopg2" 2>/dev/null || $(PY) -m pip install -q -e ".[cluster]" -c constraints.txt
 	$(PY) -m pytest -q -m cluster tests/cluster
 
@@ -51,7 +51,7 @@ test-cluster: install
 test-browser: install
 	@command -v chromium >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium; }
+	  $$SUDO apt-get update -q -o DPkg::Lock::Timeout=300 && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q -o DPkg::Lock::Timeout=300 chromium; }
 	$(PY) -c "import playwright" 2>/dev/null || $(PY) -m pip install -q -e ".[browser]" -c constraints.txt
 	$(PY) -m pytest -q -m browser tests/browser
 

@@ -17,16 +17,17 @@ import io
 import sys
 from pathlib import Path
 
-# The dry run's CPU estimate without a probe, calibrated on this project's 2-core machine at 2
-# threads (docs/scaling/README.md, "Time of a CPU ladder"): seconds per training token = C0 + C1 N
-# (N non-embedding parameters). C1: the 1-thread CPU time of a training step per parameter
-# (bench/ladder_speeds.py, a clock neighbours cannot lengthen) over tiny's 2-thread speed-up
-# (1.9x); C0: what a token costs whatever the model (the training loop's data, logging and Python
-# per step), from the smallest size's whole run at low load. At 0.1M parameters C0 is most of the
-# step, so one FLOP rate (6 N FLOPs a token) would put the smallest rungs several times too fast.
-CPU_SECONDS_PER_TOKEN = (6.8e-5, 5.1e-11)  # (C0 s, C1 s per parameter)
+# The dry run's CPU estimate without a probe, fitted to the CPU ladder's own 54 trials on this
+# project's quiet 2-core machine at 2 threads (`python -m bench.ladder_speeds
+# studies/scaling_ladder.yaml --from-runs`; docs/scaling/cpu_ladder.md): a trial's wall seconds =
+# TRIAL_START_S + (C0 + C1 N) x its tokens (training, plus evaluations at EVAL_TOKEN_COST), N
+# non-embedding parameters. C0 is what a token costs whatever the model (the loop's data, logging
+# and Python per step): at 0.1M parameters it is most of the step, so one FLOP rate (6 N FLOPs a
+# token) would put the smallest rungs several times too fast.
+CPU_SECONDS_PER_TOKEN = (1.6e-5, 6.4e-11)  # (C0 s, C1 s per parameter)
 EVAL_TOKEN_COST = 1 / 3  # an evaluation token (forward only) in training tokens
-TRIAL_START_S = 17.0  # a trial's fixed cost: ~7 s to start training (imports, data), ~10 s of Ray
+TRIAL_START_S = 1.0  # a trial's fixed cost in a reused Ray worker (the fit: 0.75 s)
+PROBE_START_S = 3.0  # the cost probe's fixed cost per size (its processes, building the models)
 GPU_FLOPS_PER_S = 3e14  # an assumption, not a measurement: ~35% of an H100's dense bf16 peak
 LOSS = "val_loss"
 MIN_RUNGS = 2  # fewer completed rungs than this: nothing to fit, said and skipped
@@ -89,23 +90,42 @@ def _seconds_text(s: float) -> str:
     return f"{s / 86400:.0f} days"
 
 
+def effective_tokens(cfg) -> float:
+    """A trial's training tokens plus its evaluations' tokens at EVAL_TOKEN_COST (forward only)."""
+    steps = cfg.max_steps
+    evals = -(-steps // cfg.train.eval_every)  # every eval_every steps, and at the end
+    tokens = steps * cfg.tokens_per_step
+    return tokens + evals * cfg.train.eval_batches * cfg.train.batch_size * cfg.data.seq_len * EVAL_TOKEN_COST
+
+
 def trial_seconds(cfg, params: float, tokens_per_s: float | None = None, gpus: float = 0) -> float:
     """Estimated seconds of one trial: its training tokens and its evaluations' (forward only, at
     EVAL_TOKEN_COST) at `tokens_per_s` (the probe's, when cached), else at the calibrated CPU cost
     of a token of a model of `params` non-embedding parameters (on GPUs: 6 N FLOPs a token at
     GPU_FLOPS_PER_S each), plus TRIAL_START_S."""
-    steps = cfg.max_steps
-    evals = -(-steps // cfg.train.eval_every)  # every eval_every steps, and at the end
-    tokens = steps * cfg.tokens_per_step
-    tokens += evals * cfg.train.eval_batches * cfg.train.batch_size * cfg.data.seq_len * EVAL_TOKEN_COST
+    return TRIAL_START_S + effective_tokens(cfg) * seconds_per_token(params, tokens_per_s, gpus)
+
+
+def seconds_per_token(params: float, tokens_per_s: float | None = None, gpus: float = 0) -> float:
     if tokens_per_s:
-        per_token = 1.0 / tokens_per_s
-    elif gpus:
-        per_token = 6.0 * params / (GPU_FLOPS_PER_S * gpus)
-    else:
-        c0, c1 = CPU_SECONDS_PER_TOKEN
-        per_token = c0 + c1 * params
-    return TRIAL_START_S + tokens * per_token
+        return 1.0 / tokens_per_s
+    if gpus:
+        return 6.0 * params / (GPU_FLOPS_PER_S * gpus)
+    c0, c1 = CPU_SECONDS_PER_TOKEN
+    return c0 + c1 * params
+
+
+def probe_seconds(probe, cfg, n_archs: int, params: float, gpus: float = 0) -> float:
+    """Estimated seconds of the cost probe of one size's `n_archs` architectures (the baseline
+    among them): `probe.rounds` rounds of `probe.steps` steps of each, and the baseline's samples
+    alone at the trial's threads (`sweeps.probe`), at the size's cost of a token."""
+    import math
+
+    from sweeps.probe import TRIAL_THREADS_SAMPLES_PER_ROUND
+
+    alone = math.ceil(probe.rounds * TRIAL_THREADS_SAMPLES_PER_ROUND)
+    steps = (probe.rounds * n_archs * (n_archs > 1) + alone) * probe.steps  # one: no ratio rounds
+    return PROBE_START_S + steps * cfg.tokens_per_step * seconds_per_token(params, None, gpus)
 
 
 def dry_run_lines(study) -> list[str]:
@@ -140,18 +160,24 @@ def dry_run_lines(study) -> list[str]:
         lines.append("  lr: the size's own (scaling.sizes[i].lr); *: the trial's train.lr")
     lines += [f"  warning: {w}" for w in over_one_epoch(rungs)]
     gpus = study.resources.total_gpus
-    seconds, probed = 0.0, 0
+    seconds, probed, unprobed = 0.0, 0, {}
     for point in study.planned_points():
         cfg = study.trial_config(point)
-        entry = cached.get(arch_key(architecture(cfg)))
+        params = study.rung_of(point)["params"]
+        key = arch_key(architecture(cfg))
+        entry = cached.get(key)
         speed = entry.get("tokens_per_s") if entry else None
         probed += bool(speed)
-        seconds += trial_seconds(cfg, study.rung_of(point)["params"], speed, gpus)
+        seconds += trial_seconds(cfg, params, speed, gpus)
+        if not speed:  # the probe times this size's architectures, and its baseline, first
+            keys = unprobed.setdefault(params, (cfg, {"baseline"}))[1]
+            keys.add("baseline" if cfg.model.residual.kind == "none" else key)
+    probe = sum(probe_seconds(study.probe, c, len(k), n, gpus) for n, (c, k) in unprobed.items())
     c0, c1 = CPU_SECONDS_PER_TOKEN
     unit = (
         f"{GPU_FLOPS_PER_S:.0e} FLOP/s a GPU x {gpus:g} (assumed, ~35% of an H100's bf16 peak)"
         if gpus
-        else f"{c0:.3g} s + {c1:.3g} s x N a token, calibrated at 2 threads (docs/scaling/README.md)"
+        else f"{c0:.3g} s + {c1:.3g} s x N a token, calibrated at 2 threads (docs/scaling/cpu_ladder.md)"
     )
     how = (
         f"the cost probe's cached speed for {probed} of {len(study.planned_points())} point(s), else "
@@ -159,12 +185,12 @@ def dry_run_lines(study) -> list[str]:
         else ""
     )
     how += f"{unit}; evaluations, and {TRIAL_START_S:.0f} s a trial to start" + (
-        "" if probed else "; no probe cached"
+        f"; the cost probe of {len(unprobed)} size(s) {_seconds_text(probe)}" if unprobed else ""
     )
     flops = sum(study.rung_of(p)["flops"] for p in study.planned_points())
-    total = _seconds_text(seconds * study.repeats)
+    total = _seconds_text(seconds * study.repeats + probe)
     if study.repeats_max:
-        total += f" to {_seconds_text(seconds * study.repeats_max)}"
+        total += f" to {_seconds_text(seconds * study.repeats_max + probe)}"
     kind = "GPU" if gpus else "CPU"
     lines.append(
         f"  {flops * study.repeats:.3g} training FLOPs; estimated {kind} time {total}, one trial at a "

@@ -329,4 +329,54 @@ def test_the_cpu_ladder_is_estimated_within_two_hours():
     (line,) = [line for line in launcher.plan_text(study).splitlines() if "estimated CPU time" in line]
     minutes = float(re.search(r"estimated CPU time ([\d.]+) min", line).group(1))
     assert minutes <= 100, line
-    assert len(study.grid) == 27 and study.repeats == 2  # 9 rungs x 3 designs x 2 seeds
+    assert len(study.grid) == 21 and study.repeats == 2  # 7 rungs x 3 designs x 2 seeds
+
+
+def test_the_calibration_is_fitted_to_a_finished_ladders_own_trials(tmp_path, capsys):
+    """`bench.ladder_speeds --from-runs`: trials whose wall time follows start + (c0 + c1 N) x
+    tokens give back start, c0 and c1 (least squares over the Optuna start and end times)."""
+    import datetime
+
+    import optuna
+    from optuna.distributions import CategoricalDistribution
+
+    from bench.ladder_speeds import from_runs
+    from sweeps.scaling.study import effective_tokens
+    from sweeps.storage import open_storage
+
+    study = load_study(ladder_study(tmp_path, repeats=1))
+    store = optuna.create_study(study_name=study.name, storage=open_storage(study.storage_url()))
+    points = study.planned_points()
+    space = {k: CategoricalDistribution(sorted({p[k] for p in points})) for k in points[0]}
+    start = datetime.datetime(2026, 12, 5)
+    for point in points:
+        rung = study.rung_of(point)
+        wall = 0.5 + (2e-5 + 7e-11 * rung["params"]) * effective_tokens(study.trial_config(point))
+        store.add_trial(
+            optuna.trial.FrozenTrial(
+                number=0, state=TrialState.COMPLETE, value=1.0, values=None,
+                datetime_start=start, datetime_complete=start + datetime.timedelta(seconds=wall),
+                params=point, distributions=space, user_attrs={}, system_attrs={},
+                intermediate_values={}, trial_id=0,
+            )
+        )  # fmt: skip
+    assert from_runs(study) == 0
+    out = capsys.readouterr().out
+    assert f"{len(points)} trials: wall seconds = 0.5 + (2e-05 + 7e-11 N) x tokens" in out
+    assert "r5" in out and "total: measured" in out
+
+
+def test_the_dry_run_counts_the_cost_probe_of_each_size_not_yet_probed(tmp_path):
+    from sweeps.scaling import study as ladder_study_module
+
+    study = load_study(ladder_study(tmp_path, repeats=1))
+    text = launcher.plan_text(study)
+    point = study.planned_points()[0]
+    cfg, params = study.trial_config(point), study.rung_of(point)["params"]
+    one = ladder_study_module.probe_seconds(study.probe, cfg, 2, params)
+    steps = (study.probe.rounds * 2 + -(-study.probe.rounds // 2)) * study.probe.steps
+    c0, c1 = ladder_study_module.CPU_SECONDS_PER_TOKEN
+    assert one == pytest.approx(
+        ladder_study_module.PROBE_START_S + steps * cfg.tokens_per_step * (c0 + c1 * params)
+    )
+    assert "the cost probe of 3 size(s)" in text  # three sizes, two designs each
