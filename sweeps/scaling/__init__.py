@@ -33,6 +33,7 @@ from sweeps.scaling.predict import (
     MAX_FACTOR,
     Target,
     backtest,
+    backtest_line,
     crossovers,
     path_ratio,
     predictions,
@@ -125,13 +126,7 @@ def analyse(
             f"{pair}: {entry['message']} ({entry['replicates_crossing']:.0%} of replicates cross)",
             file=stream,
         )
-    if test.get("possible"):
-        inside = sum(e["inside"] for e in test["designs"].values())
-        print(
-            f"backtest (largest rung held out): {inside}/{len(test['designs'])} measured inside", file=stream
-        )
-    else:
-        print(f"backtest: {test['reason']}", file=stream)
+    print(backtest_line(test, reference), file=stream)
     return {
         "fit": result,
         "bootstrap": boot,

@@ -105,6 +105,20 @@ def summary_lines(rows: list[dict], reference: str) -> list[str]:
     return out
 
 
+def backtest_line(test: dict, reference: str) -> str:
+    """The backtest in one line: designs whose held-out rung fell inside its prediction interval,
+    and differences to the reference likewise (a law can hold per design and miss the gap)."""
+    if not test.get("possible"):
+        return f"backtest: {test['reason']}"
+    designs = test["designs"].values()
+    inside = sum(e["inside"] for e in designs)
+    diffs = [e["diff"]["inside"] for e in designs if "diff" in e]
+    line = f"backtest (largest rung held out): {inside}/{len(designs)} designs inside"
+    if diffs:
+        line += f", differences to {reference} {sum(diffs)}/{len(diffs)} inside"
+    return line + " their 95% prediction intervals"
+
+
 def path_ratio(ladder: Ladder, result: LadderFit, targets: list[Target]) -> float:
     """Tokens per parameter of the compute axis: the ladder's own ratio for the compute law (it
     holds only there), else the largest target's (else the largest rung's)."""

@@ -248,7 +248,7 @@ def analyse(
     completed rungs) says why and returns that line: it never fails the launch."""
     from sweeps.scaling import analyse as fit_and_predict
     from sweeps.scaling.ladder import targets
-    from sweeps.scaling.predict import summary_lines
+    from sweeps.scaling.predict import backtest_line, summary_lines
     from sweeps.scaling.table import LadderError
 
     stream = stream or sys.stdout
@@ -286,8 +286,7 @@ def analyse(
     lines = summary_lines(result["predictions"], reference)
     test = result["fits"].get("backtest") or {}
     if test.get("possible"):
-        inside = sum(e["inside"] for e in test["designs"].values())
-        lines.append(f"backtest (largest rung held out): {inside}/{len(test['designs'])} measured inside")
+        lines.append(backtest_line(test, reference))
     return lines or [f"scaling: fitted {', '.join(ladder.designs)} (one design: no differences to report)"]
 
 

@@ -141,3 +141,21 @@ def test_the_fit_is_drawn_through_the_ladders_own_rungs(tmp_path):
     for name, lad in (("ratio", by_ratio), ("budget", by_budget)):
         out = analyse(lad, tmp_path / name, [Target("far", 1e8, 2e9)], replicates=20)
         assert (tmp_path / name / "loss_vs_compute.png").stat().st_size > 10_000, out["files"]
+
+
+def test_the_backtest_line_counts_designs_and_their_differences_apart():
+    from sweeps.scaling.predict import backtest_line
+
+    test = {
+        "possible": True,
+        "designs": {
+            "base": {"inside": True},
+            "res": {"inside": True, "diff": {"inside": False}},  # the CPU ladder's first cut
+            "sat": {"inside": True, "diff": {"inside": True}},
+        },
+    }
+    assert backtest_line(test, "base") == (
+        "backtest (largest rung held out): 3/3 designs inside, differences to base 1/2 inside their 95% "
+        "prediction intervals"
+    )
+    assert backtest_line({"possible": False, "reason": "why"}, "base") == "backtest: why"
