@@ -212,7 +212,8 @@ def test_two_worker_trials_span_both_nodes_and_asha_prunes_them(
     tmp_path, postgres, mlflow_server, ray_cluster
 ):
     """Each node has 1 CPU, so a trial of 2 workers x 1 CPU (Ray Train, gloo) needs both; a pruned
-    trial must give its workers back or the next one never starts."""
+    trial must give its workers back or the next one never starts; a diverging one (lr 1e30, at
+    step 2) fails as diverged, the worker's `TrainingDiverged` carried through Ray Train."""
     from optuna.trial import TrialState
 
     study = write_study(tmp_path, "cluster_ddp")
@@ -222,7 +223,7 @@ def test_two_worker_trials_span_both_nodes_and_asha_prunes_them(
         max_concurrent=1,  # one 2-worker trial fills the cluster
         resources={"workers": 2, "cpus": 1},
         scheduler={"kind": "asha", "grace_tokens": 1024, "reduction_factor": 2},
-        space={"train.lr": {"choices": [0.01, 1.0e-5, 0.003]}},
+        space={"train.lr": {"choices": [0.01, 1.0e-5, 1.0e30]}},  # trains, pruned, diverges
     )
     study.write_text(yaml.safe_dump(tree, sort_keys=False))
     log = tmp_path / "launch.log"
@@ -231,8 +232,10 @@ def test_two_worker_trials_span_both_nodes_and_asha_prunes_them(
     print(f"3 trials of 2 workers across the 2 nodes: {time.time() - start:.1f} s")
 
     states = Counter(t.state for t in optuna_trials(postgres, "cluster_ddp"))
-    assert sum(states.values()) == 3 and states[TrialState.COMPLETE] >= 1, states
-    assert states[TrialState.PRUNED] >= 1, states  # lr 1e-5 is far behind 0.01 at the first rung
+    # lr 1e-5 is far behind 0.01 at the first rung; lr 1e30 diverges at step 2 (grad_clip or not)
+    assert states == {TrialState.COMPLETE: 1, TrialState.PRUNED: 1, TrialState.FAIL: 1}, states
+    (failed,) = [t for t in optuna_trials(postgres, "cluster_ddp") if t.state == TrialState.FAIL]
+    assert failed.user_attrs["fail_reason"] == "diverged" and failed.params["train.lr"] == 1.0e30
     children = mlflow_runs(mlflow_server, "cluster_ddp", "trial")
     assert len(children) == 3 and all(c.data.tags["sweep.workers"] == "2" for c in children)
     both = {n["id"] for n in ray_cluster.nodes()}
@@ -244,5 +247,7 @@ def test_two_worker_trials_span_both_nodes_and_asha_prunes_them(
     for metrics in (c.data.metrics for c in done):  # recorded like a one-worker trial, plus DDP's buckets
         assert metrics["final/mem_ddp_buckets_mb"] == metrics["final/mem_grads_mb"] > 0
         assert {"final/val_loss", "final/tokens_per_s", "final/peak_mem_mb", "val_loss"} <= set(metrics)
+    (diverged,) = [c for c in children if c.data.tags["sweep.status"] == "diverged"]
+    assert diverged.info.status == "FAILED" and "diverged" in diverged.data.tags["sweep.error"]
     pruned = [c for c in children if c.data.tags["sweep.status"] == "pruned"]
     assert pruned and all(c.info.status == "KILLED" and c.data.tags["pareto_rank"] == "-1" for c in pruned)

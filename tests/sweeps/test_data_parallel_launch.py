@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 from optuna.trial import TrialState
@@ -28,10 +30,72 @@ def two_worker_study(tmp_path, lrs):
     return load_study(path)
 
 
+class InProcessTorchTrainer:
+    """Ray Train's `TorchTrainer` as far as `fit_on_ray_train` uses it: runs the train loop of
+    one worker (of the given rank) in this process and hands back its return value."""
+
+    rank = 0
+
+    def __init__(self, train_loop, *, train_loop_config, scaling_config, **kwargs):
+        self.loop, self.config, self.scaling = train_loop, train_loop_config, scaling_config
+
+    def fit(self):
+        try:
+            value = self.loop(self.config)
+        except Exception as err:  # Ray Train raises a TrainingFailedError with the worker's error inside
+            raise RuntimeError(f"a Ray Train worker failed: {err!r}") from None
+        return SimpleNamespace(return_value=value)
+
+
+@pytest.mark.parametrize("outcome", ["diverged", "trained"])
+def test_a_ray_train_workers_outcome_comes_back_to_the_trial(monkeypatch, outcome):
+    """The two ends of the Ray Train path without starting it: a worker's `TrainingDiverged`
+    becomes rank 0's return value and `fit_on_ray_train` raises it again for the trial (which
+    then fails as diverged, as a one-process trial does); other ranks return nothing. The whole
+    path, Ray Train's workers across two nodes included, is the cluster suite's 2-worker test."""
+    import ray.train
+    import ray.train.torch
+    import ray.util
+
+    from sweeps.backends import ray_train
+    from trainers import TrainingDiverged
+    from trainers.config import TrialConfig
+
+    def fit_process(cfg, **kwargs):
+        assert cfg.train.num_threads == 1 and kwargs["lightning"]["strategy"] is not None
+        if outcome == "diverged":
+            raise TrainingDiverged(2, float("nan"))
+        return {"val_loss": 1.5}
+
+    fit_module = importlib.import_module("trainers.fit")  # `trainers.fit` is also the function
+    monkeypatch.setattr(fit_module, "fit_process", fit_process)
+    monkeypatch.setattr(ray.train.torch, "TorchTrainer", InProcessTorchTrainer)
+    monkeypatch.setattr(
+        ray.train, "get_context", lambda: SimpleNamespace(get_world_rank=lambda: InProcessTorchTrainer.rank)
+    )
+    monkeypatch.setattr(ray.util, "get_current_placement_group", lambda: None)
+    monkeypatch.setattr(ray_train, "tag_worker_nodes", lambda rank, uri, run_id: None)
+    task = SimpleNamespace(
+        workers=2, worker_cpus=1, worker_gpus=0, number=0, run_id="0" * 32, tracking_uri=""
+    )
+    config = TrialConfig.from_dict({**TRIAL, "train": {**TRIAL["train"], "num_threads": None}})
+    fit = ray_train.fit_on_ray_train(task, report_to_tune=False)
+    if outcome == "diverged":
+        with pytest.raises(TrainingDiverged) as err:
+            fit(config)
+        assert err.value.step == 2 and err.value.value != err.value.value  # nan
+    else:
+        assert fit(config) == {"val_loss": 1.5}
+    monkeypatch.setattr(InProcessTorchTrainer, "rank", 1)
+    with pytest.raises(RuntimeError, match="without rank 0's metrics"):
+        fit(config)  # rank 1 returns nothing, whatever its outcome
+
+
+@pytest.mark.slow
 def test_a_diverging_two_worker_trial_on_ray_fails_as_diverged(tmp_path, shared_ray):
-    """The default suite's check of the Ray Train path (one trial: Ray Train's start-up is most of
-    its time). That a 2-worker trial on Ray records what a 1-worker one does is checked by
-    tests/cluster (across two nodes) and, here, by the slow test below."""
+    """One trial through Ray Train's real start-up (most of its time, ~45-70 s here). In CI, the
+    cluster suite's 2-worker test runs this path on two Ray nodes; the test above checks its two
+    ends in the default suite."""
     study = two_worker_study(tmp_path, [1.0e30])
     assert launch(study) == 4  # nothing completed
     (failed,) = optuna_trials(study)
