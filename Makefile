@@ -15,7 +15,7 @@ EXTRAS ?= dev
 install: $(VENV)/.installed
 
 # uv installs what pip would (same pins, same wheels: `pip freeze` of both venvs is identical but
-# for uv) in parallel: 1m19s vs pip's 3m11s measured side by side (docs/bench/install.md). It does
+# for uv) in parallel: 1m19s vs pip's 3m11s, one after the other (docs/bench/test_suite.md). It does
 # not read pip's configuration, so the wheel folders pip is told of (PIP_FIND_LINKS or pip.conf;
 # where this machine keeps its CPU torch) are handed to it. Bytecode is compiled at install, as
 # pip does: with PYTHONDONTWRITEBYTECODE set, every process would otherwise compile torch anew.
