@@ -17,7 +17,9 @@ from sweeps.backends.ray_outcome import outcome_of
 from sweeps.backends.ray_train import PLACEMENT_GROUP, free_placement_group
 from sweeps.trial import Outcome
 
-WAIT_POLL_S = 5.0  # how often a launcher with nothing to claim looks at the shared study again
+WAIT_POLL_S = (
+    5.0  # how often a launcher with nothing to claim looks again (and at once when one of its runs ends)
+)
 
 
 def searcher_class():
@@ -73,6 +75,9 @@ def searcher_class():
             outcome = outcome_of(final or result, error)
             values = self.driver.end(run, outcome)
             self.tell(run, outcome, values)
+            # One of this launcher's own runs ended: the next round of adaptive seeds may be
+            # decided now. Look at once (waiting out WAIT_POLL_S cost ~5 s a round).
+            self.next_look = 0.0
 
         def tell(self, run, outcome: Outcome, values) -> None:
             from optuna.trial import TrialState
