@@ -4,9 +4,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STUDY ?= studies/satformer_vs_baseline.yaml
-# CPU machines: the CPU build of torch (pip finds it on this machine's disk or on PyPI's CPU index).
+# CPU machines: the CPU build of torch, from the wheel folders pip is told of (FIND_LINKS below).
 TORCH_SPEC ?= torch==2.13.0
-# The project's extras the venv gets on first use; .ci/run asks for all three in that one pip call
+# The project's extras the venv gets on first use; .ci/run asks for all three in that one install call
 # (test-cluster and test-browser otherwise each resolve and rebuild the editable install again).
 EXTRAS ?= dev
 
