@@ -17,9 +17,8 @@ from sweeps.backends.ray_outcome import outcome_of
 from sweeps.backends.ray_train import PLACEMENT_GROUP, free_placement_group
 from sweeps.trial import Outcome
 
-WAIT_POLL_S = (
-    5.0  # how often a launcher with nothing to claim looks again (and at once when one of its runs ends)
-)
+# How often a launcher with nothing to claim looks again (at once when one of its own runs ends).
+WAIT_POLL_S = 5.0
 
 
 def searcher_class():

@@ -32,12 +32,12 @@ def two_worker_study(tmp_path, lrs):
 
 class InProcessTorchTrainer:
     """Ray Train's `TorchTrainer` as far as `fit_on_ray_train` uses it: runs the train loop of
-    one worker (of the given rank) in this process and hands back its return value."""
+    one worker (rank `InProcessTorchTrainer.rank`) in this process and hands back its return value."""
 
     rank = 0
 
-    def __init__(self, train_loop, *, train_loop_config, scaling_config, **kwargs):
-        self.loop, self.config, self.scaling = train_loop, train_loop_config, scaling_config
+    def __init__(self, train_loop, *, train_loop_config, **kwargs):
+        self.loop, self.config = train_loop, train_loop_config
 
     def fit(self):
         try:
