@@ -231,10 +231,11 @@ def test_two_worker_trials_span_both_nodes_and_asha_prunes_them(
     finish(launcher(study, ray_cluster, postgres, mlflow_server, log), log, timeout=420)
     print(f"3 trials of 2 workers across the 2 nodes: {time.time() - start:.1f} s")
 
-    states = Counter(t.state for t in optuna_trials(postgres, "cluster_ddp"))
+    trials = optuna_trials(postgres, "cluster_ddp")
+    states = Counter(t.state for t in trials)
     # lr 1e-5 is far behind 0.01 at the first rung; lr 1e30 diverges at step 2 (grad_clip or not)
     assert states == {TrialState.COMPLETE: 1, TrialState.PRUNED: 1, TrialState.FAIL: 1}, states
-    (failed,) = [t for t in optuna_trials(postgres, "cluster_ddp") if t.state == TrialState.FAIL]
+    (failed,) = [t for t in trials if t.state == TrialState.FAIL]
     assert failed.user_attrs["fail_reason"] == "diverged" and failed.params["train.lr"] == 1.0e30
     children = mlflow_runs(mlflow_server, "cluster_ddp", "trial")
     assert len(children) == 3 and all(c.data.tags["sweep.workers"] == "2" for c in children)
