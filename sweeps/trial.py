@@ -172,7 +172,7 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
             metrics["fit_s"] = time.perf_counter() - fit_start
             if config.train.workers == 1:
                 metrics["logging_s"] = clock.seconds
-        if checkpoint is not None and checkpoint.is_file():  # for `python -m analysis <run id>`
+        if checkpoint is not None and checkpoint.is_file():  # for `python -m gates <run id>`
             logger.experiment.log_artifact(task.run_id, str(checkpoint), artifact_path=CHECKPOINT_FOLDER)
         bad = [k for k, v in metrics.items() if k.endswith("loss") and not math.isfinite(v)]
         if bad:

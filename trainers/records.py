@@ -3,7 +3,7 @@
 Metric names are what `trainers.fit` returns and logs, what a study may name as an objective or
 as ASHA's metric, and what MLflow shows (every metric's properties: `trainers.metrics`). The MLflow
 defaults and the checkpoint artifact path are shared by `python -m trainers.train`, the sweep
-launcher and `python -m analysis`.
+launcher and `python -m gates`.
 """
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ class ResidualDesign(nn.Module):
         """Gates, mixing coefficients and dense weights: never weight-decayed."""
         return list(self.parameters())
 
-    # Hooks of the gate analysis (`python -m analysis`).
+    # Hooks of the gate analysis (`python -m gates`).
     has_gates = False  # True (set per instance): `gate_hook` applies and forward returns gates
 
     def coefficients(self) -> list[dict[str, float]]:

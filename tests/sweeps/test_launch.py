@@ -228,7 +228,7 @@ def test_real_trainer_end_to_end_on_the_local_backend(tmp_path, capsys):
     assert pareto_main([str(tmp_path / "t.yaml")]) == 0
     assert "hypervolume" in capsys.readouterr().out
     # Each trial keeps its final weights; the gate analysis runs on the SATFormer trial by run id.
-    from analysis import cli as analyze
+    from gates import cli as analyze
 
     sat = next(r for r in mlflow_runs(study, "trial") if r.data.tags["kind"] == "value_residual")
     assert "checkpoint/final.ckpt" in artifacts(study, sat)

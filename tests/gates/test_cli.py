@@ -1,10 +1,10 @@
-"""`python -m analysis` end to end on a tiny trained trial."""
+"""`python -m gates` end to end on a tiny trained trial."""
 
 import json
 
 import pytest
 
-from analysis import cli as analyze
+from gates import cli as analyze
 from trainers import fit
 
 TRIAL = {

@@ -2,10 +2,10 @@
 
 import torch
 
-from analysis.categories import CATEGORIES, categorize, gate_by_category
-from analysis.gate_stats import collect_gates, gate_statistics, summary_rows
-from analysis.interventions import mean_loss, run_interventions
 from arch import build_model
+from gates.categories import CATEGORIES, categorize, gate_by_category
+from gates.gate_stats import collect_gates, gate_statistics, summary_rows
+from gates.interventions import mean_loss, run_interventions
 
 MODEL = {"preset": "tiny", "d_model": 32, "n_layers": 3, "n_heads": 4, "n_kv_heads": 2, "d_ff": 64}
 

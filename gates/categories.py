@@ -22,7 +22,7 @@ _WORD = re.compile(r"[A-Za-z']+")
 
 
 def default_stopwords() -> frozenset[str]:
-    text = resources.files("analysis").joinpath("stopwords.txt").read_text()
+    text = resources.files("gates").joinpath("stopwords.txt").read_text()
     return frozenset(text.split())
 
 

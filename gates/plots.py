@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from analysis.categories import CATEGORIES  # noqa: E402
+from gates.categories import CATEGORIES  # noqa: E402
 
 
 def heatmap(stats: dict[int, dict[str, list[float]]], key: str, path: Path, title: str) -> Path:

@@ -1,5 +1,5 @@
 import sys
 
-from analysis.cli import main
+from gates.cli import main
 
 sys.exit(main())

@@ -1,4 +1,4 @@
-"""`python -m analysis <mlflow run id | checkpoint.ckpt>`: what did the gates learn?
+"""`python -m gates <mlflow run id | checkpoint.ckpt>`: what did the gates learn?
 
 Loads a trained trial (its final checkpoint carries the resolved trial config) and its held-out
 data, then writes, under `--out` (default `results/analysis/<run or file name>/`) and, for a
@@ -7,7 +7,7 @@ run id (or `--log-run ID`), as artifacts under `analysis/` of that MLflow run:
 - gate statistics per layer and KV head (mean, fraction exactly zero, quantiles), a heatmap
   (layer x head) and a depth profile;
 - gate strength by token category (structural / functional / semantic, see
-  `analysis.categories`), text data only;
+  `gates.categories`), text data only;
 - interventions: validation loss and perplexity with the gates as trained, zeroed, replaced by
   their per-layer-per-head mean, and by a constant (`--constant`, default the global mean gate);
 - the design's mixing coefficients per layer where it has some (ResFormer's lambdas).
@@ -29,18 +29,18 @@ from pathlib import Path
 
 import torch
 
-from analysis import plots
-from analysis.categories import categorize, gate_by_category
-from analysis.gate_stats import collect_gates, gate_statistics, summary_rows
-from analysis.interventions import mean_loss, run_interventions
 from arch import build_model
+from gates import plots
+from gates.categories import categorize, gate_by_category
+from gates.gate_stats import collect_gates, gate_statistics, summary_rows
+from gates.interventions import mean_loss, run_interventions
 from trainers.config import TextDataConfig, TrialConfig
 from trainers.data import build_datamodule
 from trainers.records import CHECKPOINT_ARTIFACT, DEFAULT_TRACKING_URI
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m gates", description=__doc__.split("\n\n")[0])
     p.add_argument("target", help="an MLflow run id or a checkpoint file")
     p.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI)
     p.add_argument("--batches", type=int, default=None, help="held-out batches (default: the trial's)")
@@ -161,7 +161,7 @@ def main(argv=None) -> int:
     try:
         cfg, model, run_id = load_trial(args.target, args.tracking_uri)
     except Exception as err:  # no such file / run / artifact: say which, exit 2
-        print(f"analysis: cannot load {args.target!r}: {err}", file=sys.stderr)
+        print(f"gates: cannot load {args.target!r}: {err}", file=sys.stderr)
         return 2
     name = run_id or Path(args.target).stem
     out = Path(args.out) if args.out else Path("results") / "analysis" / name
