@@ -208,8 +208,8 @@ def measure(names, args, device, autocast_dtype) -> dict[str, list[dict]]:
 
 def summarize(rounds: dict[str, list[dict]], peak_flops: float) -> dict[str, dict]:
     """Medians per design, and per-round ratios to the baseline (median, min-max spread and the
-    95% order-statistic interval of the median: `sweeps.pareto.stats.median_interval`)."""
-    from sweeps.pareto.stats import median_interval
+    95% order-statistic interval of the median: `sweeps.report.stats.median_interval`)."""
+    from sweeps.report.stats import median_interval
 
     base = rounds["baseline"]
     out = {}

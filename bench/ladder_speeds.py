@@ -1,5 +1,5 @@
 """Training speed of a ladder's sizes on this machine, for the dry run's CPU-time estimate
-(`sweeps.scaling.study.CPU_SECONDS_PER_TOKEN`):
+(`sweeps.run.dry_run.CPU_SECONDS_PER_TOKEN`):
 
     OMP_NUM_THREADS=2 python -m bench.ladder_speeds studies/scaling_ladder.yaml
 
@@ -37,14 +37,15 @@ def main(argv=None) -> int:
     p.add_argument("--from-runs", action="store_true", help="fit to the study's completed trials")
     args = p.parse_args(argv)
     if args.from_runs:
-        from sweeps.spec import load_study
+        from sweeps.study import load_study
 
         return from_runs(load_study(args.study))
 
     import torch
 
-    from sweeps.probe import _warm_step, architecture
-    from sweeps.spec import load_study
+    from sweeps.run.probe import _warm_step
+    from sweeps.study import load_study
+    from sweeps.study.architecture import architecture
     from trainers.timing import interleaved
 
     study = load_study(args.study)
@@ -82,8 +83,8 @@ def from_runs(study) -> int:
     """Least squares of wall = start + c0 T + c1 N T over the study's completed trials."""
     from optuna.trial import TrialState
 
-    from sweeps.scaling.study import effective_tokens
-    from sweeps.storage import load_trials
+    from sweeps.run.dry_run import effective_tokens
+    from sweeps.run.storage import load_trials
 
     rows = []
     for t in load_trials(study.name, study.storage_url()):

@@ -4,7 +4,7 @@ launch pays once, whatever its trials.
 - `launch`: runs the study in this process (a fresh results folder, MLflow database and Optuna
   journal under a temporary folder) and times the cost probe and the fronts after the last trial;
 - `probe`: the cost probe alone (`Probe.ensure` of the study's architectures, fresh cache);
-- `fronts --results DIR`: the fronts step again (`sweeps.pareto.analyse`: statistics, files,
+- `fronts --results DIR`: the fronts step again (`sweeps.report.analysis.report_fronts`: statistics, files,
   plots, MLflow uploads and tags) on the study a `launch` left in DIR, with `--cold` its imports
   (matplotlib, plotly) counted too.
 
@@ -70,14 +70,14 @@ class Clock:
 
 
 def study_in(folder: Path, args):
-    from sweeps.spec import load_study
+    from sweeps.study import load_study
 
     where = [f"output.dir={folder / 'results'}", f"output.mlflow_uri=sqlite:///{folder}/m.db"]
     return load_study(args.study, [*args.overrides, *where])
 
 
 def profiled_fronts(out: dict, analyse, **kwargs) -> dict:
-    """`analyse` (`sweeps.pareto.analyse`) timed and profiled: its breakdown by `PARTS`."""
+    """`report_fronts` (`sweeps.report.analysis`) timed and profiled: its breakdown by `PARTS`."""
     profile = cProfile.Profile()
     with Clock(out, "fronts"):
         result = profile.runcall(analyse, **kwargs)
@@ -97,30 +97,30 @@ def pareto_files(study) -> dict:
 
 
 def run_launch(args, out: dict) -> int:
-    from sweeps import pareto
-    from sweeps import probe as probe_module
-    from sweeps.launch import launch
+    from sweeps.run import launch as launch_module
 
     folder = Path(tempfile.mkdtemp(prefix="launch-costs-"))
     study = study_in(folder, args)
-    analyse = pareto.analyse
-    pareto.analyse = lambda study, **kw: profiled_fronts(out, analyse, study=study, **kw)  # read late
-    probe_class = probe_module.Probe
+    report_fronts = launch_module.report_fronts
+    launch_module.report_fronts = lambda study, trials, **kw: profiled_fronts(
+        out, report_fronts, study=study, trials=trials, **kw
+    )
+    probe_class = launch_module.Probe
 
     class TimedProbe(probe_class):
         def ensure(self, configs):
             with Clock(out, "probe"):
                 return super().ensure(configs)
 
-    probe_module.Probe = TimedProbe
+    launch_module.Probe = TimedProbe
     with Clock(out, "launch"):
-        code = launch(study, stream=sys.stderr)
+        code = launch_module.launch(study, stream=sys.stderr)
     out.update(exit=code, results=str(folder), **pareto_files(study))
     return code
 
 
 def run_probe(args, out: dict) -> int:
-    from sweeps.probe import Probe
+    from sweeps.run.probe import Probe
 
     study = study_in(Path(tempfile.mkdtemp(prefix="launch-costs-probe-")), args)
     import torch  # noqa: F401  (imported before a launch's probe too)
@@ -132,8 +132,9 @@ def run_probe(args, out: dict) -> int:
 
 
 def run_fronts(args, out: dict) -> int:
-    from sweeps.pareto import analyse
-    from sweeps.tracking import Tracker
+    from sweeps.report.analysis import report_fronts
+    from sweeps.run.storage import load_trials
+    from sweeps.run.tracking import Tracker
 
     if args.results is None:
         raise SystemExit("fronts: --results DIR (the folder a `launch` run printed) is required")
@@ -143,7 +144,8 @@ def run_fronts(args, out: dict) -> int:
         import plotly.graph_objects  # noqa: F401
     tracker = Tracker.of_latest_launch(study.mlflow_uri(), study.experiment_name, study.name)
     with open(os.devnull, "w") as quiet:
-        profiled_fronts(out, analyse, study=study, tracker=tracker, stream=quiet)
+        trials = load_trials(study.name, study.storage_url())
+        profiled_fronts(out, report_fronts, study=study, trials=trials, tracker=tracker, stream=quiet)
     out.update(pareto_files(study))
     return 0
 

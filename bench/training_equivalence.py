@@ -10,7 +10,7 @@ gives both arms the same data order (and the same init, where the change leaves 
 shapes alone), so the runs pair by seed. Reports:
 
 - the paired difference after - before of final val_loss: mean, its 95% t interval
-  (`sweeps.pareto.stats.paired`), and each arm's mean and spread (`interval`);
+  (`sweeps.report.stats.paired`), and each arm's mean and spread (`interval`);
 - the spread ratio std(after) / std(before), its 95% F interval, the F test's and Levene's
   (Brown-Forsythe, median-centred) p-values;
 - the power reached: the smallest mean difference and spread ratio these seeds detect with 80%
@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from sweeps.pareto.stats import LEVEL, interval, paired, t_quantile
+from sweeps.report.stats import LEVEL, interval, paired, t_quantile
 
 WORKER = Path(__file__).with_name("training_worker.py")
 REPO = Path(__file__).resolve().parents[1]

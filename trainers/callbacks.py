@@ -42,7 +42,7 @@ class Throughput(pl.Callback):
     """`train_tokens_per_s`: this trial's training tokens per wall-clock second in steady state.
 
     It shares the machine with whatever else runs, so a sweep does not rank designs by it: the
-    sweep's `tokens_per_s` comes from its cost probe (`sweeps.probe`), timed side by side.
+    sweep's `tokens_per_s` comes from its cost probe (`sweeps.run.probe`), timed side by side.
 
     The clock runs between the ends of consecutive optimizer steps, skips the first
     `warmup_steps` (allocator growth, torch.compile) and stops during validation.

@@ -16,7 +16,7 @@ on one machine, each runs `trainers.fit.fit_process` with Lightning's `DDPStrate
 `LightningEnvironment` told its rank by the environment. (Lightning's own script launcher
 re-runs `sys.argv`, which would start the sweep launcher k times, and its spawn launcher keeps
 only rank 0's `callback_metrics`.) The Ray backend starts them instead through Ray Train
-(`sweeps.backends.ray_train`), which may place them on several nodes; the semantics are the same.
+(`sweeps.run.backends.ray.train`), which may place them on several nodes; the semantics are the same.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ Fields of a record:
   `absolute` (as a difference with its interval).
 - `objective`: a study may name it as an objective or as the scheduler's metric.
 - `source`: `trial` (`trainers.fit` returns it), `data_parallel` (returned by data-parallel runs
-  only) or `probe` (the sweep's cost probe adds it, `sweeps.probe`).
+  only) or `probe` (the sweep's cost probe adds it, `sweeps.run.probe`).
 - `needs_data`: the `trial.data.kind` it needs (None: any).
 """
 

@@ -7,7 +7,7 @@ work on the machine only ever adds time). A ratio between two models is paired b
     ratio = median over rounds r of (seconds_r(base) / seconds_r(model))
 
 so drift and a busy neighbour, which hit every model of a round alike, cancel out. This is the
-one timing method of the cost probe (`sweeps.probe`) and `bench.designs`.
+one timing method of the cost probe (`sweeps.run.probe`) and `bench.designs`.
 
 Why built once and finely interleaved: a model rebuilt in every round pays its warm-up again and
 lands its tensors elsewhere, which moved the ratios between launches by more than most designs

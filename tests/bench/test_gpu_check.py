@@ -62,7 +62,7 @@ def shards(tmp_path):
 
 
 def test_the_ray_check_launches_a_valid_two_trial_study_with_a_gpu_each(shards, tmp_path):
-    from sweeps.spec import load_study
+    from sweeps.study import load_study
 
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(gpu_check.two_trial_study(shards, str(tmp_path))))

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeps.launch import launch
-from sweeps.spec import load_study
+from sweeps.run.launch import launch
+from sweeps.study import load_study
 from tests.cluster import services
 from tests.scaling.test_study_ladder import ladder_study, law_fit
 from tests.sweeps import fake_fit

@@ -120,7 +120,7 @@ def finish(proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
 
 
 def optuna_trials(pg, name: str):
-    from sweeps.storage import load_trials
+    from sweeps.run.storage import load_trials
 
     return load_trials(name, pg.url("optuna"))
 

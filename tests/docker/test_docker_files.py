@@ -149,8 +149,8 @@ def test_ray_and_mlflow_commands_use_flags_their_clis_have(compose):
 
 
 def test_the_launch_command_is_a_valid_launch_of_the_default_study(compose):
-    from sweeps.launch import overrides_of, parse_args
-    from sweeps.spec import load_study
+    from sweeps.run.launch import overrides_of, parse_args
+    from sweeps.study import load_study
 
     env = dict(line.split("=", 1) for line in (DOCKER / "env.example").read_text().splitlines()
                if line and not line.startswith("#"))  # fmt: skip

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from sweeps.scaling import fitting, intervals
+from sweeps.report.scaling import fitting, intervals
 from tests.scaling import synthetic as syn
 
 TARGET = (1e7, 2e8)  # 10x the largest rung's compute, along ratio 20
@@ -72,7 +72,7 @@ def against_lbfgs(seed: int, starts: int) -> None:
     """`fitting.minimise` against the papers' loop: L-BFGS-B from `starts` points of the same grid."""
     from scipy.optimize import minimize
 
-    from sweeps.scaling.law import Problem
+    from sweeps.report.scaling.law import Problem
 
     lad = syn.ladder(np.random.default_rng(seed))
     problem = Problem.build(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sweeps.scaling.table import Ladder
+from sweeps.report.scaling.table import Ladder
 
 # A byte-level-like law: loss near 2-4 nats over 0.1M-5M parameters and 0.5M-400M tokens.
 TRUTH = {"E": 1.0, "A": 60.0, "alpha": 0.35, "B": 120.0, "beta": 0.30}

@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from sweeps.scaling import fitting as F
-from sweeps.scaling.law import Problem
-from sweeps.scaling.table import Ladder, LadderError
+from sweeps.report.scaling import fitting as F
+from sweeps.report.scaling.law import Problem
+from sweeps.report.scaling.table import Ladder
+from sweeps.study.ladder import LadderError
 from tests.scaling import synthetic as syn
 
 

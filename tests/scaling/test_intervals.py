@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from sweeps.scaling import fitting as F
-from sweeps.scaling import intervals as B
-from sweeps.scaling.table import Ladder
+from sweeps.report.scaling import fitting as F
+from sweeps.report.scaling import intervals as B
+from sweeps.report.scaling.table import Ladder
 from tests.scaling import synthetic as syn
 
 

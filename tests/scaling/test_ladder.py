@@ -5,8 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweeps.scaling.ladder import expand, over_one_epoch, targets
-from sweeps.scaling.table import LadderError
+from sweeps.study.ladder import LadderError, expand, over_one_epoch, targets
 
 BASE = {"preset": "tiny"}
 SMALL = {"d_model": 64, "n_layers": 2, "n_heads": 2, "d_ff": 192}

@@ -6,9 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from sweeps.scaling import analyse
-from sweeps.scaling.__main__ import main
-from sweeps.scaling.predict import BEYOND, NO_CROSSOVER, Target, parse_target
+from sweeps.report.scaling.pipeline import fit_and_predict
+from sweeps.report.scaling.predict import BEYOND, NO_CROSSOVER, parse_target
+from sweeps.scaling import main
+from sweeps.study.targets import Target
 from tests.scaling import synthetic as syn
 
 BETTER = {**syn.TRUTH, "E": 0.9}  # lower everywhere
@@ -24,12 +25,12 @@ def _write(path, lad, with_seed=True):
             w.writerow(row if with_seed else [*row[:4], ""])
 
 
-def test_analyse_writes_verdicts_crossover_and_backtest(tmp_path):
+def test_fit_and_predict_writes_verdicts_crossover_and_backtest(tmp_path):
     lad = syn.ladder(
         np.random.default_rng(7), {"base": syn.TRUTH, "better": BETTER, "late": CROSSING}, noise=0.004
     )
     targets = [Target("near", 1e7, 2e8), Target("far", 1e9, 3e10)]
-    out = analyse(lad, tmp_path, targets, reference="base", replicates=60, max_factor=1000)
+    out = fit_and_predict(lad, tmp_path, targets, reference="base", replicates=60, max_factor=1000)
     rows = {(r["design"], r["target"]): r for r in out["predictions"]}
     assert rows[("base", "near")]["verdict"] == "reference"
     assert rows[("better", "near")]["verdict"] == "better"
@@ -105,7 +106,7 @@ def test_targets_parse_and_refuse():
 
 def _fixed_budgets(rng, truths, budgets=(1e6, 4e6), seeds=2):
     """Every size at the same token budgets (a `tokens:` ladder): the ratios differ per rung."""
-    from sweeps.scaling.table import Ladder
+    from sweeps.report.scaling.table import Ladder
 
     rows = []
     for design, truth in truths.items():
@@ -127,7 +128,7 @@ def _fixed_budgets(rng, truths, budgets=(1e6, 4e6), seeds=2):
 def test_the_fit_is_drawn_through_the_ladders_own_rungs(tmp_path):
     """A ratio ladder gets one line per tokens-per-parameter ratio, a budget ladder one per token
     budget (the joint law where the rungs measured it), and the loss-vs-compute plot builds."""
-    from sweeps.scaling.outputs import ladder_series
+    from sweeps.report.scaling.outputs import ladder_series
 
     by_ratio = syn.ladder(np.random.default_rng(3), seeds=2)
     lines = ladder_series(by_ratio)
@@ -139,12 +140,12 @@ def test_the_fit_is_drawn_through_the_ladders_own_rungs(tmp_path):
     assert [label for label, _, _ in lines] == ["D 1e+06", "D 4e+06"]
     assert all(np.all(d == d[0]) for _, _, d in lines) and lines[0][1].max() == pytest.approx(max(syn.SIZES))
     for name, lad in (("ratio", by_ratio), ("budget", by_budget)):
-        out = analyse(lad, tmp_path / name, [Target("far", 1e8, 2e9)], replicates=20)
+        out = fit_and_predict(lad, tmp_path / name, [Target("far", 1e8, 2e9)], replicates=20)
         assert (tmp_path / name / "loss_vs_compute.png").stat().st_size > 10_000, out["files"]
 
 
 def test_the_backtest_line_counts_designs_and_their_differences_apart():
-    from sweeps.scaling.predict import backtest_line
+    from sweeps.report.scaling.predict import backtest_line
 
     test = {
         "possible": True,

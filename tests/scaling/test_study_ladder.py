@@ -17,10 +17,10 @@ import pytest
 from optuna.trial import TrialState
 
 from arch.configtree import ConfigError
-from sweeps import launch as launcher
-from sweeps.launch import launch
-from sweeps.scaling.targets import non_embedding_params
-from sweeps.spec import load_study
+from sweeps.run import launch as launcher
+from sweeps.run.launch import launch
+from sweeps.study import load_study
+from sweeps.study.targets import non_embedding_params
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import artifacts, mlflow_runs, optuna_trials, write_study
 
@@ -82,7 +82,7 @@ def test_the_fingerprint_holds_the_ladder(tmp_path):
 
 
 def test_the_printed_study_loads_again_with_the_same_rungs(tmp_path):
-    from sweeps.spec import study_from_dict
+    from sweeps.study import study_from_dict
 
     study = load_study(ladder_study(tmp_path))
     tree = study.to_dict()
@@ -154,7 +154,7 @@ def test_a_ladder_launch_fits_the_completed_rungs_and_logs_them_to_the_parent(tm
     assert {r.data.params["rung"] for r in mlflow_runs(study, "trial")} == {f"r{i}" for i in range(6)}
 
     # the same fit from the results folder alone (its study.yaml and Optuna storage)
-    from sweeps.scaling.__main__ import main
+    from sweeps.scaling import main
 
     again = tmp_path / "again"
     assert (
@@ -256,8 +256,8 @@ def test_adaptive_seeds_decide_rung_by_rung(tmp_path, capsys):
 
 
 def test_a_ladder_reference_is_a_design_paired_within_each_rung(tmp_path):
-    from sweeps.pareto.analysis import reference_points
-    from sweeps.spec.space import point_id
+    from sweeps.report.analysis import reference_points
+    from sweeps.study.space import point_id
 
     study = load_study(ladder_study(tmp_path, reference={"model.residual": "sat"}))
     refs = reference_points(study, [])
@@ -302,7 +302,7 @@ def test_a_size_with_its_own_lr_trains_with_it_and_the_dry_run_shows_it(tmp_path
 
 
 def test_the_dry_run_estimates_time_from_the_calibrated_cost_of_a_token(tmp_path):
-    from sweeps.scaling import study as ladder_study_module
+    from sweeps.run import dry_run as ladder_study_module
 
     study = load_study(ladder_study(tmp_path, repeats=1))
     text = launcher.plan_text(study)
@@ -327,8 +327,8 @@ def test_the_cpu_ladder_is_estimated_within_two_hours():
 
     study = load_study(ROOT / "studies" / "scaling_ladder.yaml")
     (line,) = [line for line in launcher.plan_text(study).splitlines() if "estimated CPU time" in line]
-    minutes = float(re.search(r"estimated CPU time ([\d.]+) min", line).group(1))
-    assert minutes <= 100, line
+    hours, minutes = re.search(r"estimated CPU time (?:(\d+)h)?(\d+)m", line).groups()
+    assert int(hours or 0) * 60 + int(minutes) <= 100, line
     assert len(study.grid) == 21 and study.repeats == 2  # 7 rungs x 3 designs x 2 seeds
 
 
@@ -341,8 +341,8 @@ def test_the_calibration_is_fitted_to_a_finished_ladders_own_trials(tmp_path, ca
     from optuna.distributions import CategoricalDistribution
 
     from bench.ladder_speeds import from_runs
-    from sweeps.scaling.study import effective_tokens
-    from sweeps.storage import open_storage
+    from sweeps.run.dry_run import effective_tokens
+    from sweeps.run.storage import open_storage
 
     study = load_study(ladder_study(tmp_path, repeats=1))
     store = optuna.create_study(study_name=study.name, storage=open_storage(study.storage_url()))
@@ -367,7 +367,7 @@ def test_the_calibration_is_fitted_to_a_finished_ladders_own_trials(tmp_path, ca
 
 
 def test_the_dry_run_counts_the_cost_probe_of_each_size_not_yet_probed(tmp_path):
-    from sweeps.scaling import study as ladder_study_module
+    from sweeps.run import dry_run as ladder_study_module
 
     study = load_study(ladder_study(tmp_path, repeats=1))
     text = launcher.plan_text(study)

@@ -2,8 +2,8 @@
 
 import sys
 
-from sweeps.launch import launch
-from sweeps.spec import load_study
+from sweeps.run.launch import launch
+from sweeps.study import load_study
 from tests.sweeps.fake_fit import PROBE, fit
 
 if __name__ == "__main__":

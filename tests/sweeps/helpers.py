@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from sweeps.storage import load_trials
-from sweeps.tracking import client
+from sweeps.run.storage import load_trials
+from sweeps.run.tracking import client
 
 TRIAL = {
     "model": {"preset": "tiny", "n_layers": 2, "d_model": 64, "n_heads": 2, "d_ff": 128, "max_seq_len": 32},

@@ -11,9 +11,9 @@ from collections import Counter
 import pytest
 from optuna.trial import TrialState
 
-from sweeps import adaptive, launch
-from sweeps.spec import load_study
-from sweeps.spec.space import point_id
+from sweeps.run import adaptive, launch
+from sweeps.study import load_study
+from sweeps.study.space import point_id
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import mlflow_runs, optuna_trials, write_study
 from tests.sweeps.test_launch import start, wait_for_complete
@@ -91,7 +91,7 @@ def test_decisions_are_stored_and_survive_kill_9(tmp_path):
     wait_for_complete(study, 7, first)  # past the first decision (after 6 runs), inside round 2
     first.send_signal(signal.SIGKILL)
     first.wait(30)
-    from sweeps.plan import Plan
+    from sweeps.run.plan import Plan
 
     decided = adaptive.seed_counts(Plan(study, "look"))
     assert sorted(decided.values()) == [2, 3, 3]  # round 2: the noisy point and the reference
@@ -116,7 +116,7 @@ def fake_values(plan, run) -> list[float]:
 
 
 def test_two_launchers_on_one_rdb_study_make_the_same_decisions_once(tmp_path):
-    from sweeps.plan import WAIT, Plan
+    from sweeps.run.plan import WAIT, Plan
 
     output = {"dir": str(tmp_path / "results"), "storage": f"sqlite:///{tmp_path / 'o.db'}",
               "mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}  # fmt: skip

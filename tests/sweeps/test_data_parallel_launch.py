@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 from optuna.trial import TrialState
 
-from sweeps.launch import launch
-from sweeps.spec import load_study
+from sweeps.run.launch import launch
+from sweeps.study import load_study
 from tests.sweeps.helpers import TRIAL, mlflow_runs, optuna_trials, write_study
 
 
@@ -57,7 +57,7 @@ def test_a_ray_train_workers_outcome_comes_back_to_the_trial(monkeypatch, outcom
     import ray.train.torch
     import ray.util
 
-    from sweeps.backends import ray_train
+    from sweeps.run.backends.ray import train as ray_train
     from trainers import TrainingDiverged
     from trainers.config import TrialConfig
 

@@ -11,8 +11,8 @@ import pytest
 from optuna.trial import TrialState
 
 from arch.configtree import ConfigError
-from sweeps import launch
-from sweeps.spec import load_study
+from sweeps.run import launch
+from sweeps.study import load_study
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import TRIAL, mlflow_runs, optuna_trials, write_study
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from optuna.trial import TrialState
 
-from sweeps.launch import launch
-from sweeps.spec import load_study
-from sweeps.tracking import client
+from sweeps.run.launch import launch
+from sweeps.run.tracking import client
+from sweeps.study import load_study
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import artifacts, mlflow_runs, optuna_trials, write_study
 from trainers.records import METRICS
@@ -223,7 +223,7 @@ def test_real_trainer_end_to_end_on_the_local_backend(tmp_path, capsys):
         assert {"final/val_loss", "final/tokens_per_s", "final/peak_mem_mb", "tokens"} <= set(
             child.data.metrics
         )
-    from sweeps.pareto.__main__ import main as pareto_main
+    from sweeps.pareto import main as pareto_main
 
     assert pareto_main([str(tmp_path / "t.yaml")]) == 0
     assert "hypervolume" in capsys.readouterr().out
@@ -258,7 +258,7 @@ def test_ray_launch_resumes_after_ctrl_c(tmp_path, shared_ray):
 
 def test_experiment_created_by_another_launcher_in_between_is_reused(tmp_path):
     """Two launchers starting at once race to create the study's experiment: the loser reuses it."""
-    from sweeps.tracking import client, experiment_id
+    from sweeps.run.tracking import client, experiment_id
 
     c = client(f"sqlite:///{tmp_path / 'mlflow.db'}")
     created = c.create_experiment("race")
@@ -276,7 +276,7 @@ def test_a_study_where_nothing_completed_exits_4(tmp_path, capsys):
 
 
 def test_resuming_an_edited_study_is_refused_with_the_changed_keys(tmp_path, capsys):
-    from sweeps.launch import main
+    from sweeps.run.launch import main
 
     path = write_study(tmp_path, repeats=1)
     assert launch(load_study(path), fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
@@ -306,7 +306,7 @@ def test_a_journal_cut_in_the_middle_of_a_write_resumes(tmp_path):
     assert Path(f"{journal}.fragment").read_bytes().startswith(b'{"op_code": 5')
     import optuna
 
-    from sweeps.storage import open_storage
+    from sweeps.run.storage import open_storage
 
     optuna.load_study(study_name=study.name, storage=open_storage(study.storage_url())).enqueue_trial({})
     states = Counter(t.state for t in optuna_trials(study))  # later writes land on clean lines

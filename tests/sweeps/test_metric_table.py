@@ -8,10 +8,10 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
 from arch.configtree import ConfigError
-from sweeps.pareto import compute
-from sweeps.pareto.outputs import axis_title, conclusions_text
-from sweeps.probe import metric_values
-from sweeps.spec import load_study
+from sweeps.report.costs import metric_values
+from sweeps.report.fronts import compute
+from sweeps.report.outputs import axis_title, conclusions_text
+from sweeps.study import load_study
 from tests.sweeps.helpers import write_study
 from trainers import metrics
 from trainers.metrics import Metric

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeps.spec import load_study
+from sweeps.study import load_study
 from tests.sweeps.paper_official import (
     DESIGNS,
     DEVIATIONS,

@@ -4,7 +4,9 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
-from sweeps.pareto import compute, dominates, hypervolume, nondominated_ranks, table_text
+from sweeps.report.dominance import dominates, hypervolume, nondominated_ranks
+from sweeps.report.fronts import compute
+from sweeps.report.outputs import table_text
 
 
 def test_dominance_and_ranks():

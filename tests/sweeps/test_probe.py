@@ -6,9 +6,10 @@ from collections import Counter
 
 from optuna.trial import TrialState
 
-from sweeps.launch import launch
-from sweeps.probe import Probe, arch_key, architecture
-from sweeps.spec import load_study
+from sweeps.run.launch import launch
+from sweeps.run.probe import Probe
+from sweeps.study import load_study
+from sweeps.study.architecture import arch_key, architecture
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import TRIAL, mlflow_runs, optuna_trials, write_study
 
@@ -53,7 +54,7 @@ def test_probe_times_each_architecture_once_against_its_baseline_and_caches_it(t
 
 
 def test_a_study_of_the_baseline_alone_times_only_its_absolute_speed(tmp_path, monkeypatch):
-    import sweeps.probe as probe_module
+    import sweeps.run.probe as probe_module
 
     def no_child(*args):
         raise AssertionError("a second timing process for a ratio that is 1 by definition")
@@ -128,7 +129,7 @@ def test_reused_ray_worker_trains_bit_identically_to_a_fresh_one(tmp_path, share
 def test_max_models_times_groups_each_against_its_own_baseline(tmp_path, monkeypatch):
     import weakref
 
-    import sweeps.probe as probe_module
+    import sweeps.run.probe as probe_module
 
     alive, most = [0], [0]
     warm = probe_module._warm_step
@@ -161,7 +162,7 @@ def test_max_models_times_groups_each_against_its_own_baseline(tmp_path, monkeyp
 
 
 def test_a_trials_cores_share_the_rounds_and_then_time_the_baseline_at_its_threads(tmp_path):
-    import sweeps.probe as probe_module
+    import sweeps.run.probe as probe_module
 
     trial = {**TRIAL, "train": {**TRIAL["train"], "num_threads": 2}}
     study = load_study(write_study(tmp_path, trial=trial))
@@ -178,7 +179,7 @@ def test_a_trials_cores_share_the_rounds_and_then_time_the_baseline_at_its_threa
 def test_a_failing_child_of_the_probe_says_why():
     import pytest
 
-    from sweeps.probe import _RoundsChild
+    from sweeps.run.probe import _RoundsChild
 
     arch = {"model": {"preset": "no-such-preset"}, "batch_size": 2, "seq_len": 8, "precision": "32",
             "compile": False, "num_threads": 1}  # fmt: skip
@@ -206,7 +207,7 @@ def test_a_probe_child_ends_when_its_parent_is_killed(tmp_path):
     args = json.dumps([{"a": arch}, [0, 10**7, 1], 1, "a", None])
     code = "\n".join([
         "import subprocess, sys, time",
-        "code = 'from sweeps.probe import _rounds_child_main; _rounds_child_main()'",
+        "code = 'from sweeps.run.probe import _rounds_child_main; _rounds_child_main()'",
         f"p = subprocess.Popen([sys.executable, '-c', code, {str(tmp_path / 'r.json')!r}],",
         "                      stdin=subprocess.PIPE, text=True)",
         f"p.stdin.write({args!r}); p.stdin.close()",

@@ -10,8 +10,8 @@ import pytest
 import ray
 from ray._private.services import canonicalize_bootstrap_address
 
-from sweeps.backends import ray as ray_backend
-from sweeps.spec import load_study
+from sweeps.run.backends.ray.backend import RayBackend
+from sweeps.study import load_study
 from tests.sweeps.helpers import write_study
 
 
@@ -29,7 +29,7 @@ def init_kwargs(monkeypatch, study) -> dict:
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", fake_init)
     with pytest.raises(_Stop):
-        ray_backend.connect(study)
+        RayBackend().connect(study)
     return seen
 
 

@@ -2,10 +2,10 @@
 
 from types import SimpleNamespace
 
-from sweeps.backends.ray_outcome import final_report
-from sweeps.backends.ray_searcher import searcher_class
-from sweeps.plan import WAIT
-from sweeps.trial import Outcome
+from sweeps.run.backends.ray.outcome import final_report
+from sweeps.run.backends.ray.searcher import searcher_class
+from sweeps.run.plan import WAIT
+from sweeps.run.worker import Outcome
 
 
 def test_a_run_that_ends_lets_the_searcher_claim_the_next_round_at_once():

@@ -1,4 +1,4 @@
-"""Several launchers on one RDB study (sweeps.plan): claims are atomic, the total is exact, a dead
+"""Several launchers on one RDB study (sweeps.run.plan): claims are atomic, the total is exact, a dead
 launcher's runs come back through Optuna's heartbeats. SQLite here; PostgreSQL in tests/cluster."""
 
 import time
@@ -7,9 +7,9 @@ from collections import Counter
 import pytest
 from optuna.trial import TrialState
 
-from sweeps import storage as storage_module
-from sweeps.plan import WAIT, Plan
-from sweeps.spec import study_from_dict
+from sweeps.run import storage as storage_module
+from sweeps.run.plan import WAIT, Plan
+from sweeps.study import study_from_dict
 from tests.sweeps.helpers import TRIAL
 
 SPACE = {"model.residual": {"choices": {"baseline": {"kind": "none"}, "sat": {"kind": "value_residual"}}}}
@@ -76,7 +76,7 @@ def test_launchers_tagging_the_same_runs_at_once_do_not_collide(tmp_path):
     fails on the tag's unique key (seen on PostgreSQL in CI; SQLite shows it too)."""
     import threading
 
-    from sweeps.tracking import Tracker
+    from sweeps.run.tracking import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     first = Tracker(uri, "shared", "shared", "a")

@@ -2,8 +2,8 @@
 
 import optuna
 
-from sweeps.spec import study_from_dict
-from sweeps.spec.space import SearchSpace
+from sweeps.study import study_from_dict
+from sweeps.study.space import SearchSpace
 
 TRIAL = {
     "model": {"preset": "tiny", "n_layers": 3, "d_model": 64, "n_heads": 2, "d_ff": 128, "max_seq_len": 32},

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from arch.configtree import ConfigError
-from sweeps import launch
-from sweeps.spec import load_study
+from sweeps.run import launch
+from sweeps.study import load_study
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDIES = sorted((ROOT / "studies").glob("*.yaml"))
@@ -16,7 +16,7 @@ BAD = sorted((Path(__file__).parent / "bad_studies").glob("*.yaml"))
 
 @pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.name)
 def test_every_shipped_study_loads_and_validates(path):
-    study = load_study(path)
+    study = launch.load(path)
     assert study.n_runs() >= 1
     assert launch.plan_text(study)
 
@@ -26,11 +26,20 @@ def test_bad_study_fails_at_load_with_file_and_key_path(path):
     expected = re.findall(r"^# expect: (.*)$", path.read_text(), re.M)
     assert expected, f"{path.name} has no '# expect:' line"
     with pytest.raises(ConfigError) as err:
-        load_study(path)
+        launch.load(path)  # the study's own checks, then its backend's and this machine's
     text = str(err.value)
     assert str(path) in text
     for fragment in expected:
         assert fragment in text
+
+
+@pytest.mark.parametrize("path", BAD, ids=lambda p: p.stem)
+def test_every_bad_study_exits_2_from_the_cli_and_creates_nothing(path, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for args in ([str(path)], [str(path), "--dry-run"]):
+        assert launch.main(args) == 2
+        assert str(path) in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # no mlflow.db, no results/, no Optuna journal
 
 
 def test_cli_exits_2_and_creates_nothing(tmp_path, monkeypatch, capsys):
@@ -152,21 +161,21 @@ def test_study_paths_resolve_parameters_trial_paths_and_metrics_for_later_sectio
 
 
 def test_backends_are_one_registry_and_a_bad_name_lists_it(tmp_path):
-    from sweeps import backends
-    from sweeps.backends.base import Backend
+    from sweeps.run import backends
+    from sweeps.run.backends.base import Backend
 
     for name in backends.BACKENDS:
         assert isinstance(backends.get(name), Backend) and backends.get(name).name == name
     assert backends.supporting("asha") == ["ray"]
     with pytest.raises(ConfigError, match=r"backend: given 'slurm'; allowed: ray, local"):
-        load_study(write(tmp_path / "s.yaml", BASE + "backend: slurm\n"))
+        launch.load(write(tmp_path / "s.yaml", BASE + "backend: slurm\n"))
 
 
 def test_samplers_are_one_registry_that_validation_and_optuna_read(tmp_path):
     import optuna
 
-    from sweeps.spec import SamplerConfig
-    from sweeps.spec.samplers import SAMPLERS, build
+    from sweeps.study import SamplerConfig
+    from sweeps.study.samplers import SAMPLERS, build
 
     for kind, entry in SAMPLERS.items():
         options = {option: 3 for option in entry.options}

@@ -6,9 +6,10 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
-from sweeps.pareto import compute
-from sweeps.pareto.outputs import conclusions_text, table_text
-from sweeps.pareto.stats import interval, p_front, paired, verdict
+from sweeps.report.fronts import compute
+from sweeps.report.outputs import conclusions_text, table_text
+from sweeps.report.stats import interval, p_front, paired
+from sweeps.report.verdicts import verdict
 
 T_975_2 = 4.302652729911275  # Student t, 97.5% quantile, 2 degrees of freedom
 
@@ -100,7 +101,7 @@ def family_trials(points):
 def test_holm_judges_the_points_as_one_family_and_says_so():
     """X alone is better at 95%; among three comparisons Holm asks for p <= 0.05/3 first, which
     its three seeds do not reach (p = 0.0496); without the adjustment it stays better."""
-    from sweeps.pareto.verdicts import Rule
+    from sweeps.report.verdicts import Rule
 
     trials = family_trials({"x": X, "slow": NEAR, "far": FAR})
     result = compute(trials, [("val_loss", "minimize")], reference="base", replicates=50,
@@ -117,7 +118,7 @@ def test_holm_judges_the_points_as_one_family_and_says_so():
 
 
 def test_margins_separate_equivalent_from_undecided_and_say_what_the_seeds_could_see():
-    from sweeps.pareto.verdicts import Rule
+    from sweeps.report.verdicts import Rule
 
     trials = family_trials({"x": NEAR})
     wide = compute(trials, [("val_loss", "minimize")], reference="base", replicates=50,
@@ -168,7 +169,7 @@ def test_timing_rounds_use_medians_so_one_disturbed_round_flips_nothing():
 
 
 def test_loss_at_equal_time_interpolates_every_curve_at_the_fastest_budget():
-    from sweeps.pareto.equal_cost import add_equal_time
+    from sweeps.report.equal_cost import add_equal_time
 
     budget = 4000.0
     curve = lambda final: [(budget * s / 4, final + (4 - s) * 0.5) for s in (1, 2, 3, 4)]  # noqa: E731
@@ -185,7 +186,7 @@ def test_loss_at_equal_time_interpolates_every_curve_at_the_fastest_budget():
 
 
 def test_a_front_of_one_point_writes_its_table_and_no_figures(tmp_path):
-    from sweeps.pareto.outputs import write_files
+    from sweeps.report.outputs import write_files
 
     objectives = [("val_loss", "minimize"), ("peak_mem_mb", "minimize")]
     result = compute([trial(i, "base", s, [REF[s], 100.0]) for i, s in enumerate(REF)], objectives, "base")

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from sweeps.backends.ray_thread import on_training_thread
+from sweeps.run.backends.ray.thread import on_training_thread
 
 
 def test_trials_of_a_worker_share_one_training_thread_and_errors_come_back():

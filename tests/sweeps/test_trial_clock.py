@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from mlflow.tracking import MlflowClient
 
-from sweeps.trial import TrialTask, execute
+from sweeps.run.worker import TrialTask, execute
 from trainers.config import TrialConfig
 
 

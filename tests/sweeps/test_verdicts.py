@@ -1,7 +1,7 @@
 """Verdicts keep their stated error rate: planned looks, Holm, equivalence words, calibration.
 
 The calibration tests simulate null studies with the launcher's own verdict functions
-(`sweeps.pareto.calibrate.simulate`) and hold the false-verdict rates to the level plus three
+(`sweeps.report.calibrate.simulate`) and hold the false-verdict rates to the level plus three
 Monte Carlo standard errors; the naive rule (every look at the full level) must fail the same check.
 """
 
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from scipy.stats import t
 
-from sweeps.pareto import calibrate
-from sweeps.pareto.sequential import Design
-from sweeps.pareto.verdicts import Rule, detectable, holm, seeds_to_decide, sign_test_p, words
+from sweeps.report import calibrate
+from sweeps.report.sequential import Design
+from sweeps.report.verdicts import Rule, detectable, holm, rule_for, seeds_to_decide, sign_test_p, words
 
 SIMS = 20_000
 
@@ -122,15 +122,15 @@ def test_sign_test_and_rule_checks():
 
 def test_the_study_file_sets_the_rule_and_refuses_what_it_cannot_use(tmp_path):
     from arch.configtree import ConfigError
-    from sweeps import launch
-    from sweeps.spec import load_study
+    from sweeps.run import launch
+    from sweeps.study import load_study
     from tests.sweeps.helpers import write_study
 
     study = load_study(
         write_study(tmp_path, repeats={"min": 2, "max": 4}, verdicts={"family": "none", "spending": "pocock"},
                     margins={"val_loss": 0.01})
     )  # fmt: skip
-    rule = study.verdict_rule
+    rule = rule_for(study)
     assert (rule.family, rule.spending, rule.design.looks, dict(rule.margins)) == (
         "none", "pocock", range(2, 5), {"val_loss": 0.01})  # fmt: skip
     plan = launch.plan_text(study)

@@ -1,0 +1,158 @@
+"""A study's fronts from its trials: the statistics (`fronts_for`), and the launch's report of them
+(`analyse`: files, printed table, MLflow uploads and tags).
+
+`fronts_for(study, trials)` is the one entry point for "statistics of the completed trials": the
+study's objectives, the cost probe's rounds for the metrics it times, the reference point, which
+metrics are summarised by their median (`trainers.metrics`), and `fronts.compute`. The fronts'
+report (`analyse`) and adaptive seeds' decisions (`sweeps.run.adaptive`) both read it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+
+from optuna.trial import TrialState
+
+from sweeps.report import equal_cost
+from sweeps.report.costs import costs_path, load_costs, round_samples, scale_samples
+from sweeps.report.fronts import compute, is_reference
+from sweeps.report.outputs import conclusions_text, row_name, table_text, write_files
+from sweeps.report.stats import median_interval
+from sweeps.report.verdicts import rule_for
+from sweeps.study.reference import reference_points
+from trainers import metrics as metrics_table
+
+REPLICATES = 1000  # bootstrap replicates of p_front (its Monte Carlo error: at most 1.6 points)
+
+
+def fronts_for(study, trials, replicates: int = REPLICATES) -> dict:
+    """The fronts of `study` over the COMPLETE ones of `trials` (others are ignored): per point its
+    statistics, paired verdicts against the reference and p_front (`fronts.compute`), the probe's
+    timing rounds in place of seeds for the metrics it times, and the spread of the probe
+    baseline's own absolute timings as its throughput interval. `result["robust"]`: the metrics
+    summarised by their median."""
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    objectives = [(o.metric, o.direction) for o in study.objectives]
+    entries = _probe_entries(study)
+    rounds = probe_samples(study, complete, entries)
+    timed = {m for samples in rounds.values() for m in samples}
+    robust = metrics_table.robust(timed)
+    references = reference_points(study, complete)
+    result = compute(complete, objectives, references, rounds, replicates, robust, rule_for(study))
+    result["robust"] = sorted(robust)
+    result["ladder"] = bool(study.rungs)
+    if study.rungs:  # what the per-rung conclusions name: each rung's size and budget
+        result["rungs"] = {r["label"]: {"params": r["params"], "tokens": r["tokens"]} for r in study.rungs}
+    speed = metrics_table.TOKENS_PER_S
+    scales = probe_scales(study, complete, entries) if speed in robust else {}
+    for row in result["points"]:  # the probe's baseline: the interval of its own timings
+        if scale := scales.get(row["point"]):
+            ci = median_interval(scale)
+            row[f"{speed}_ci"] = [ci["lo"], ci["hi"]]
+    return result
+
+
+def report_fronts(study, trials, tracker=None, stream=None) -> dict[str, float]:
+    """The fronts of `study`'s trials: files, the printed table and conclusions, and (with the
+    launch's tracker) the files in the parent run and tags on the children."""
+    stream = stream or sys.stdout
+    result = fronts_for(study, trials)
+    if not result["points"]:
+        print("pareto: no trial has completed its budget yet", file=stream)
+        return {"points": 0.0}
+    paths = write_files(result, study.results_dir() / "pareto")
+    print(table_text(result), file=stream)
+    print(conclusions_text(result), file=stream)
+    for path in paths:
+        print(f"  {path}", file=stream)
+    if tracker is not None:
+        paths += _loss_at_equal_cost(tracker, result, study.results_dir() / "pareto", stream)
+        for path in paths:
+            tracker.log_file(tracker.parent_id, path, "pareto")
+        _tag_children(tracker, trials, result)
+    return {"hypervolume": result["hypervolume"], "front_size": float(len(result["front"])),
+            "points": float(len(result["points"]))}  # fmt: skip
+
+
+def _loss_at_equal_cost(tracker, result: Mapping, folder, stream) -> list:
+    """val_loss against tokens and probe time (figure); val_loss_at_equal_time printed and in
+    equal_time.json."""
+    rows = result["points"]
+    point_curves = equal_cost.curves(tracker.client, rows)
+    if not point_curves:
+        return []
+    horizon = equal_cost.add_equal_time(rows, point_curves) if len(rows) > 1 else None  # one: no race
+    (folder / "equal_time.json").unlink(missing_ok=True)  # of an earlier analysis
+    if horizon is not None and any("val_loss_at_equal_time" in r for r in rows):
+        shown = ", ".join(
+            f"{row_name(r)} {r['val_loss_at_equal_time']:.4f}" for r in rows if "val_loss_at_equal_time" in r
+        )
+        print(f"val_loss at equal time ({horizon:.1f} s at the probe's speed): {shown}", file=stream)
+        (folder / "equal_time.json").write_text(
+            json.dumps({"horizon_s": horizon, "val_loss_at_equal_time": {
+                r["point"]: r.get("val_loss_at_equal_time") for r in rows}}, indent=2)
+        )  # fmt: skip
+    figure = equal_cost.plot(rows, point_curves, horizon, row_name, folder / "loss_vs_cost.png")
+    return [figure] + ([folder / "equal_time.json"] if (folder / "equal_time.json").is_file() else [])
+
+
+def _tag_children(tracker, trials, result: Mapping) -> None:
+    rows = {r["point"]: r for r in result["points"]}
+    for t in trials:
+        run_id = t.user_attrs.get("mlflow_run_id")
+        if not run_id:
+            continue
+        row = rows.get(t.user_attrs.get("point")) if t.state == TrialState.COMPLETE else None
+        tags = {"pareto_rank": str(-1 if row is None else row["rank"])}
+        if row is not None:
+            tags["p_front"] = f"{row['p_front']:.3f}"
+            if is_reference(result, row["point"]):
+                tags["verdict"] = "reference"
+            else:
+                tags.update({f"verdict.{metric}": word for metric, word in row["verdict"].items()})
+                tags["verdict"] = ", ".join(f"{m}: {w}" for m, w in row["verdict"].items())
+                for metric, diff in row["diff"].items():  # what an open comparison could have seen
+                    if "detectable" in diff:
+                        tags[f"detectable.{metric}"] = f"{diff['detectable']:.4g}"
+                    if diff.get("seeds_to_decide"):
+                        tags[f"seeds_to_decide.{metric}"] = str(diff["seeds_to_decide"])
+            if result.get("verdicts"):
+                tags["verdict.rule"] = result["verdicts"]["rule"]  # which adjustment, which looks
+        tracker.set_tags(run_id, tags)
+
+
+def _probe_entries(study) -> dict:
+    """The cost probe's cache of `study` when an objective is one of its metrics, else {}."""
+    probed = set(metrics_table.probe_names())
+    if not any(o.metric in probed for o in study.objectives):
+        return {}
+    return load_costs(costs_path(study))
+
+
+def probe_samples(study, trials, entries: dict | None = None) -> dict[str, dict]:
+    """Per point, the cost probe's value of each round for the objectives it times ({} for a point
+    never probed): {point id: {metric: {round: value}}}."""
+    entries = _probe_entries(study) if entries is None else entries
+    wanted = [o.metric for o in study.objectives if metrics_table.is_timed(o.metric)]
+    out = {}
+    for t in trials:
+        pid = t.user_attrs.get("point")
+        if pid in out or not entries:
+            continue
+        rounds = round_samples(entries, study.trial_config(dict(t.params)))
+        if picked := {m: rounds[m] for m in wanted if rounds.get(m)}:
+            out[pid] = picked
+    return out
+
+
+def probe_scales(study, trials, entries: dict | None = None) -> dict[str, list[float]]:
+    """The absolute tokens/s timings of the point that is the probe's baseline (every other
+    point's rounds are ratios to it, so its own rounds say nothing of its uncertainty)."""
+    entries = _probe_entries(study) if entries is None else entries
+    out = {}
+    for t in trials:
+        if entries and (samples := scale_samples(entries, study.trial_config(dict(t.params)))):
+            out[t.user_attrs.get("point")] = samples
+    return out

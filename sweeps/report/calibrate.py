@@ -1,0 +1,141 @@
+"""Does a verdict keep its stated error rate? Simulated studies under the launcher's own rule.
+
+    python -m sweeps.report.calibrate --repeats 3..5 --points 4 --effect 0 --sims 20000 --json out.json
+
+K points are compared with a reference over paired seeds; each point's paired differences are
+normal with mean `effect` paired standard deviations (0: the null, no point differs). Adaptive
+seeds follow the launcher (`sweeps.run.adaptive`): every point starts at `min` seeds; after each round
+the verdicts of the whole family are computed with the same functions the fronts use
+(`sweeps.report.verdicts`: the planned looks' p-values, Holm, the adjusted intervals, the words)
+and each point still open (neither better, worse nor equivalent) below `max` gets one more seed.
+The verdicts reported are those of the last round, as the final analysis reports them.
+
+Written (and printed) as JSON: `false_verdict_rate` (per comparison: better or worse under the
+null; at an effect, the wrong direction), `familywise_rate` (studies with any false verdict),
+`power` (per comparison, the right direction, at the effect), `equivalent_rate`, `undecided_rate`,
+`mean_seeds`, and `mc_error` (one standard error of each rate). `--spending naive --family none`
+is the rule before planned looks (each look at the full level) for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from sweeps.report.sequential import NAIVE, SPENDING, Design
+from sweeps.report.verdicts import FAMILIES, OPEN, holm, t_intervals, t_p_values, words
+
+
+def simulate(
+    design: Design,
+    points: int,
+    effect: float,
+    sims: int,
+    level: float = 0.95,
+    family: str = "holm",
+    margin: float = math.nan,
+    correlation: float = 0.0,
+    seed: int = 0,
+) -> dict:
+    """Rates over `sims` simulated studies (see the module docstring); `margin` and `effect` in
+    paired standard deviations; `correlation` between the points' differences (a shared
+    reference's noise makes them correlated; Holm holds under any dependence)."""
+    rng = np.random.default_rng(seed)
+    shape = (sims, points, design.n_max)
+    noise = rng.standard_normal(shape)
+    if correlation:
+        common = rng.standard_normal((sims, 1, design.n_max))
+        noise = math.sqrt(1 - correlation) * noise + math.sqrt(correlation) * common
+    diffs = effect + noise
+    sums, squares = np.cumsum(diffs, axis=2), np.cumsum(diffs**2, axis=2)
+    n = np.full((sims, points), design.n_min)
+    while True:
+        at = (n - 1)[..., None]
+        total, square = np.take_along_axis(sums, at, 2)[..., 0], np.take_along_axis(squares, at, 2)[..., 0]
+        mean = total / n
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sd = np.sqrt(np.maximum(square - n * mean**2, 0) / (n - 1))
+        p = t_p_values(mean, sd, n, design)
+        levels, rejected = holm(p, 1 - level, family)
+        lo, hi = t_intervals(mean, sd, n, design, levels)
+        said = words(mean, lo, hi, rejected, lower_is_better=True, margin=margin)
+        still_open = np.isin(said, OPEN) & (n < design.n_max)  # as sweeps.run.adaptive decides
+        if not still_open.any():
+            break
+        n = n + still_open
+    # lower is better: a positive effect is a worse point; at the null any better/worse is false
+    right = "worse" if effect > 0 else "better"
+    false = (
+        np.isin(said, ("better", "worse"))
+        if effect == 0
+        else np.isin(said, ("better", "worse")) & (said != right)
+    )
+    rates = {
+        "false_verdict_rate": float(false.mean()),
+        "familywise_rate": float(false.any(axis=1).mean()),
+        "power": float((said == right).mean()) if effect != 0 else 0.0,
+        "equivalent_rate": float((said == "equivalent").mean()),
+        "undecided_rate": float(np.isin(said, ("undecided", "indistinguishable")).mean()),
+        "mean_seeds": float(n.mean()),
+    }
+    comparisons = sims * points
+    rates["mc_error"] = {
+        key: math.sqrt(value * (1 - value) / (sims if key == "familywise_rate" else comparisons))
+        for key, value in rates.items()
+        if key.endswith("_rate") or key == "power"
+    }
+    rates["settings"] = {
+        "repeats": f"{design.n_min}..{design.n_max}", "points": points, "effect": effect, "sims": sims,
+        "level": level, "family": family, "spending": design.spending,
+        "margin": None if math.isnan(margin) else margin, "correlation": correlation, "seed": seed,
+        "rule": design.name(),
+    }  # fmt: skip
+    return rates
+
+
+def parse_repeats(text: str) -> tuple[int, int]:
+    """`3..5` -> (3, 5); `3` -> (3, 3)."""
+    low, _, high = text.partition("..")
+    try:
+        n_min, n_max = int(low), int(high or low)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--repeats: given {text!r}; allowed: MIN..MAX or N") from None
+    if not 2 <= n_min <= n_max:
+        raise argparse.ArgumentTypeError(f"--repeats: given {text!r}; allowed: 2 <= MIN <= MAX")
+    return n_min, n_max
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m sweeps.report.calibrate", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--repeats", type=parse_repeats, default=(3, 5), help="MIN..MAX seeds (or N)")
+    parser.add_argument("--points", type=int, default=4, help="points compared with the reference")
+    parser.add_argument("--effect", type=float, default=0.0, help="true difference, paired SDs")
+    parser.add_argument("--sims", type=int, default=20_000)
+    parser.add_argument("--level", type=float, default=0.95)
+    parser.add_argument("--family", choices=FAMILIES, default="holm")
+    parser.add_argument("--spending", choices=(*SPENDING, NAIVE), default="obrien_fleming")
+    parser.add_argument("--margin", type=float, default=math.nan, help="equivalence margin, paired SDs")
+    parser.add_argument("--correlation", type=float, default=0.0, help="between the points' differences")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, help="write the rates here")
+    args = parser.parse_args(argv)
+    design = Design(*args.repeats, args.spending)
+    rates = simulate(design, args.points, args.effect, args.sims, args.level, args.family, args.margin,
+                     args.correlation, args.seed)  # fmt: skip
+    text = json.dumps(rates, indent=2)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(text + "\n")
+    print(text, file=sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

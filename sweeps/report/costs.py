@@ -1,0 +1,75 @@
+"""The cost probe's cache, results/<name>/costs.json: machine -> architecture key -> entry.
+
+The probe (`sweeps.run.probe`) writes it; the fronts and the dry run read it. An entry holds one
+architecture's seconds per step in each interleaved round, its paired ratios to the baseline of
+the same shape, and the probe's metrics (`metric_values`)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from sweeps.study.architecture import arch_key, architecture
+from trainers.timing import paired_ratios
+
+
+def metric_values(ratio: float, base_tokens_per_s: float) -> dict[str, float]:
+    """The probe's metrics (`source: probe` in trainers.metrics) of an architecture that runs at
+    `ratio` times the baseline's speed, the baseline at `base_tokens_per_s`."""
+    return {"tokens_per_s": ratio * base_tokens_per_s, "tokens_per_s_ratio": ratio}
+
+
+def entry(
+    arch: dict, seconds: list[float], base_seconds: list[float], base_tokens_per_s: float, clock: str
+) -> dict:
+    ratios = paired_ratios(base_seconds, seconds)
+    ratio = statistics.median(ratios)
+    return {
+        "arch": arch,
+        "seconds_per_step": seconds,
+        "clock": clock,  # what seconds_per_step counts (entries without it: wall, one process)
+        "ratios": ratios,
+        **metric_values(ratio, base_tokens_per_s),
+        "baseline_tokens_per_s": base_tokens_per_s,
+    }
+
+
+def costs_path(study) -> Path:
+    return study.results_dir() / "costs.json"
+
+
+def load_costs(path: Path) -> dict:
+    """The probe's cache: machine -> architecture key -> entry ({} when absent or unreadable)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):  # not probed yet, or cut mid-write: measure again
+        return {}
+
+
+def scale_samples(entries: dict, cfg) -> list[float]:
+    """tokens/s of each timing of the absolute scale when `cfg`'s architecture is the probe's
+    baseline (its rounds are ratios to itself, all 1), else [] (entries from before: [])."""
+    key = arch_key(architecture(cfg))
+    found = [table[key] for table in entries.values() if key in table]
+    return list(found[-1].get("baseline_tokens_per_s_samples", [])) if found else []
+
+
+def round_samples(entries: dict, cfg) -> dict[str, dict[str, float]]:
+    """Each probe metric's value in each probe round of `cfg`'s architecture in the cache
+    `entries`, {metric: {round: value}} ({} when never probed)."""
+    key = arch_key(architecture(cfg))
+    found = [table[key] for table in entries.values() if key in table]
+    if not found:
+        return {}
+    entry = found[-1]  # probed on several machines: the last one written
+    per_round = [metric_values(ratio, entry["baseline_tokens_per_s"]) for ratio in entry["ratios"]]
+    names = per_round[0] if per_round else {}
+    return {name: {f"round{r}": v[name] for r, v in enumerate(per_round)} for name in names}
+
+
+def save_costs(path: Path, entries: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(entries, indent=1, sort_keys=True))
+    tmp.replace(path)  # atomic: a crash leaves the old file or the new one

@@ -1,0 +1,310 @@
+"""What a front looks like outside Python: the table, CSV, JSON, a PNG per objective pair, HTML."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+from sweeps.report.fronts import is_reference
+from sweeps.study import space
+from sweeps.study.rungs import without_rung
+from trainers import metrics as metrics_table
+
+
+def _label(params: Mapping) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items()) or "base"
+
+
+def axis_title(metric: str, direction: str) -> str:
+    """`val_loss (nats/token, minimize)`: the unit from the metric table, when it has the metric."""
+    record = metrics_table.get(metric)
+    return f"{metric} ({record.unit}, {direction})" if record is not None else f"{metric} ({direction})"
+
+
+def row_name(row: Mapping) -> str:
+    """A row's short name (`sweeps.study.space.point_name` of its params)."""
+    return space.point_name(row["params"])
+
+
+def _half(row: Mapping, metric: str) -> float:
+    lo, hi = row[metric + "_ci"]
+    return (hi - lo) / 2 if math.isfinite(lo) else math.nan
+
+
+def _value(row: Mapping, metric: str) -> str:
+    half = _half(row, metric)
+    return f"{row[metric]:.4g}" + (f"±{half:.2g}" if math.isfinite(half) else "")
+
+
+def table_text(result: Mapping) -> str:
+    metrics = [o["metric"] for o in result["objectives"]]
+    rows = sorted(result["points"], key=lambda r: (r["rank"], r[metrics[0]]))
+    head = ["rank", "p_front", "point", "seeds", *metrics, "vs reference", "params"]
+    lines = [head]
+    for r in rows:
+        verdicts = ", ".join(f"{v}" for v in r["verdict"].values()) or "-"
+        vs = "reference" if is_reference(result, r["point"]) else verdicts
+        values = [_value(r, m) for m in metrics]
+        lines.append([str(r["rank"]), f"{r['p_front']:.2f}", row_name(r), str(r["seeds"]), *values, vs,
+                      _label(r["params"])])  # fmt: skip
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head) - 1)]
+    out = [
+        "  ".join(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)) + "  " + line[-1]
+        for line in lines
+    ]
+    rounds = [m for m in metrics if metrics_table.is_timed(m)]
+    timed = (
+        f" ({', '.join(rounds)}: the median of the cost probe's rounds, order-statistic interval, of"
+        " ratios to the probe's baseline, whose own ± is its absolute timing's)"
+        if rounds
+        else ""
+    )
+    out.append(
+        f"values: mean ± half-width of the 95% t interval over seeds{timed}; vs reference: the paired"
+        " verdict per objective" + (f" ({verdicts_note(result)})" if result.get("verdicts") else "")
+    )
+    out.append(
+        f"hypervolume (normalised, ref 1.1): {result['hypervolume']:.4f};"
+        f" front: {len(result['front'])} point(s)"
+    )
+    return "\n".join(out)
+
+
+def verdicts_note(result: Mapping) -> str:
+    """How the verdicts were reached, e.g. `95%, Holm over 8 comparison(s), looks at 3..5 seeds,
+    Lan-DeMets O'Brien-Fleming-type alpha spending`."""
+    return result["verdicts"]["rule"]
+
+
+def _open_note(diff: Mapping) -> str:
+    """For a comparison not decided: what its seeds could have seen, and what would decide it."""
+    parts = []
+    if math.isfinite(diff.get("detectable", math.nan)):
+        parts.append(f"detectable at 80% power: ±{diff['detectable']:.4f}")
+    if "seeds_to_decide" in diff:
+        needed = diff["seeds_to_decide"]
+        parts.append(f"{needed} seeds to decide at the margin" if needed else "no feasible seed count")
+    return "; ".join(parts)
+
+
+def conclusions_text(result: Mapping) -> str:
+    """One plain-language line per point against its reference: the study's one, or for a scaling
+    ladder the reference design of each rung (same size, budget and seeds), rung by rung."""
+    points = {r["point"]: r for r in result["points"]}
+    groups: dict[str, list] = {}  # reference id -> the rows compared with it
+    for row in sorted(result["points"], key=lambda r: (r["rank"], -r["p_front"])):
+        ref_id = result.get("references", {}).get(row["point"])
+        if ref_id is not None and ref_id != row["point"]:
+            groups.setdefault(ref_id, []).append(row)
+    if not groups and not any(is_reference(result, p) for p in points):
+        if result.get("ladder"):
+            return "scaling ladder: no rung has a run of the reference design yet: no paired verdicts"
+        return "no reference point (a baseline design or `reference:` in the study): no paired verdicts"
+    note = verdicts_note(result) if result.get("verdicts") else "-"
+    references = [p for p in points if is_reference(result, p)]
+    if len(references) == 1 and not result.get("ladder"):
+        ref_id = references[0]
+        head = f"against {row_name(points[ref_id])} (paired over shared seeds; verdicts and ± at {note}):"
+        return "\n".join([head] + _comparison_lines(result, points[ref_id], groups.get(ref_id, []), "  "))
+    lines = [
+        "per rung, against the reference design at the rung's size and budget (paired over shared"
+        f" seeds; verdicts and ± at {note}):"
+    ]
+    from sweeps.study import RUNG
+
+    rungs = result.get("rungs", {})  # {label: {params, tokens}}, in compute order
+    order = list(rungs)
+    for ref_id in sorted(groups, key=lambda p: _rung_order(points[p], order)):
+        ref = points[ref_id]
+        label = ref["params"].get(RUNG)
+        rung = rungs.get(label)
+        size = f" (N {rung['params']:.3g}, D {rung['tokens']:.3g} tokens)" if rung else ""
+        lines.append(f"  rung {label}{size}, against {space.point_name(without_rung(ref['params']))}:")
+        lines += _comparison_lines(result, ref, groups[ref_id], "    ", rung=True)
+    return "\n".join(lines)
+
+
+def _rung_order(row: Mapping, order: list) -> tuple:
+    from sweeps.study import RUNG
+
+    label = row["params"].get(RUNG)
+    return (order.index(label) if label in order else len(order), str(label))
+
+
+def _comparison_lines(result: Mapping, ref: Mapping, rows: list, indent: str, rung: bool = False) -> list:
+    """One line per row against `ref` (named without its rung when `rung`: the rung is the group's)."""
+    lines = []
+    for row in rows:
+        parts = []
+        for o in result["objectives"]:
+            m = o["metric"]
+            diff, word = row["diff"][m], row["verdict"][m]
+            if metrics_table.is_relative(m) and ref[m]:
+                ratio = f"{row[m] / ref[m]:.3f}x"
+                if ratio == "1.000x" and row[m] != ref[m]:  # say what three digits hide
+                    ratio += f" ({row[m] - ref[m]:+.3g})"
+                parts.append(f"{m} {ratio} ({word})")
+            else:
+                half = (diff["hi"] - diff["lo"]) / 2 if math.isfinite(diff["lo"]) else math.nan
+                spread = f" ± {half:.4f}" if math.isfinite(half) else ""
+                note = _open_note(diff)
+                note = f"; {note}" if note else ""
+                parts.append(f"{m} {diff['mean']:+.4f}{spread} ({word}, {diff['n']} seed(s){note})")
+        name = space.point_name(without_rung(row["params"])) if rung else row_name(row)
+        lines.append(f"{indent}{name}: " + "; ".join(parts) + f"; on the front in {row['p_front']:.0%}")
+    return lines
+
+
+def write_files(result: Mapping, folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    metrics = [o["metric"] for o in result["objectives"]]
+    paths = [folder / "pareto.json", folder / "pareto.csv"]
+    paths[0].write_text(json.dumps(result, indent=2, default=str))
+    with paths[1].open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        per_metric = ["", "_std", "_ci_lo", "_ci_hi", "_diff", "_diff_lo", "_diff_hi", "_verdict", "_p",
+                      "_alpha", "_detectable", "_seeds_to_decide"]  # fmt: skip
+        writer.writerow(
+            ["rank", "p_front", "point", "name", "seeds", *(m + c for m in metrics for c in per_metric),
+             "params", "trials", "verdicts"]
+        )  # fmt: skip
+        rule = verdicts_note(result) if result.get("verdicts") else ""
+        for r in sorted(result["points"], key=lambda r: r["rank"]):
+            cells = []
+            for m in metrics:
+                diff = r["diff"].get(m, {})
+                word = r["verdict"].get(m, "reference" if is_reference(result, r["point"]) else "")
+                cells += [r[m], r[m + "_std"], *r[m + "_ci"], diff.get("mean", ""), diff.get("lo", ""),
+                          diff.get("hi", ""), word, diff.get("p", ""), diff.get("alpha", ""),
+                          diff.get("detectable", ""), diff.get("seeds_to_decide", "")]  # fmt: skip
+            writer.writerow(
+                [r["rank"], r["p_front"], r["point"], row_name(r), r["seeds"], *cells,
+                 json.dumps(r["params"]), r["trials"], rule]
+            )  # fmt: skip
+    for stale in [*folder.glob("front_*.png"), folder / "pareto.html"]:  # of an earlier analysis
+        stale.unlink(missing_ok=True)
+    if len(result["points"]) > 1 and len(metrics) > 1:  # one point: nothing to compare, no figure
+        paths += _plots(result, folder)
+    return paths
+
+
+def _plots(result: Mapping, folder: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    objectives = result["objectives"]
+    rows = result["points"]
+    x = objectives[0]["metric"]
+    out = []
+    for k in range(1, len(objectives)):
+        y = objectives[k]["metric"]
+        front = set(result["pairs"][f"{x}_vs_{y}"])
+        fig, ax = plt.subplots(figsize=(6.4, 4.8))
+        for r in rows:
+            marker, color = _marker(result, r, x)
+            xerr, yerr = (0.0 if math.isnan(h) else h for h in (_half(r, x), _half(r, y)))
+            ax.errorbar(r[x], r[y], xerr=xerr, yerr=yerr, fmt=marker, color=color, alpha=0.9, capsize=2,
+                        markeredgecolor="black" if r["point"] in front else color)  # fmt: skip
+            ax.annotate(
+                f"{row_name(r)[:32]} ({r['p_front']:.0%})",
+                (r[x], r[y]),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
+        pts = sorted((r[x], r[y]) for r in rows if r["point"] in front)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "--", color="C3", lw=1)
+        ax.set_xlabel(axis_title(x, objectives[0]["direction"]))
+        ax.set_ylabel(axis_title(y, objectives[k]["direction"]))
+        ax.set_title(f"{x} vs {y}: bars 95% CI; marker = {x} verdict; (p_front)", fontsize=9)
+        fig.tight_layout()
+        path = folder / f"front_{x}_vs_{y}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        out.append(path)
+    out.append(_html(result, folder))
+    return out
+
+
+VERDICT_STYLE = {
+    "better": ("^", "C2"),
+    "worse": ("v", "C3"),
+    "indistinguishable": ("o", "C7"),
+    "equivalent": ("s", "C9"),
+    "undecided": ("o", "C7"),
+}
+
+
+def _marker(result: Mapping, row: Mapping, metric: str) -> tuple[str, str]:
+    if is_reference(result, row["point"]):
+        return "*", "C0"
+    return VERDICT_STYLE.get(row["verdict"].get(metric, "undecided"), ("o", "C7"))
+
+
+PLOTLY_SYMBOL = {"^": "triangle-up", "v": "triangle-down", "o": "circle", "*": "star", "s": "square"}
+
+
+def _html(result: Mapping, folder: Path) -> Path:
+    """The PNG fronts as one interactive page: a panel per objective pair, points labelled with
+    their names, 95% error bars, the front line; hover shows params, rank, p_front, verdicts."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    objectives = result["objectives"]
+    x = objectives[0]["metric"]
+    others = [o["metric"] for o in objectives[1:]]
+    rows = result["points"]
+    fig = make_subplots(
+        rows=len(others), cols=1, subplot_titles=[f"{x} vs {y}" for y in others]
+    )  # stacked: fits the artifact viewer
+    hover = [
+        f"<b>{row_name(r)}</b><br>{_label(r['params'])}<br>rank {r['rank']}, p_front {r['p_front']:.2f},"
+        f" {r['seeds']} seed(s)<br>" + "<br>".join(f"{m}: {_value(r, m)} ({r['verdict'].get(m, 'reference')})"
+                                                    for m in [x, *others])
+        for r in rows
+    ]  # fmt: skip
+    for panel, y in enumerate(others, start=1):
+        front = set(result["pairs"][f"{x}_vs_{y}"])
+        styles = [_marker(result, r, x) for r in rows]
+        fig.add_trace(
+            go.Scatter(
+                x=[r[x] for r in rows], y=[r[y] for r in rows], mode="markers+text",
+                text=[row_name(r)[:32] for r in rows], textposition="top right", hovertext=hover,
+                hoverinfo="text", showlegend=False, name=f"{x} vs {y}",
+                error_x={"array": [_finite(_half(r, x)) for r in rows]},
+                error_y={"array": [_finite(_half(r, y)) for r in rows]},
+                marker={"size": 11, "symbol": [PLOTLY_SYMBOL[m] for m, _ in styles],
+                        "color": [MPL_COLORS[c] for _, c in styles],
+                        "line": {"width": [2 if r["point"] in front else 0 for r in rows], "color": "black"}},
+            ),
+            row=panel, col=1,
+        )  # fmt: skip
+        pts = sorted((r[x], r[y]) for r in rows if r["point"] in front)
+        fig.add_trace(
+            go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines", showlegend=panel == 1,
+                       name="front", line={"dash": "dash", "color": MPL_COLORS["C3"]}, hoverinfo="skip"),
+            row=panel, col=1,
+        )  # fmt: skip
+        fig.update_xaxes(title_text=axis_title(x, objectives[0]["direction"]), row=panel, col=1)
+        direction = next(o["direction"] for o in objectives if o["metric"] == y)
+        fig.update_yaxes(title_text=axis_title(y, direction), row=panel, col=1)
+    fig.update_layout(
+        title=f"Pareto fronts: bars 95% CI; marker = {x} verdict vs reference<br>(star: reference;"
+        " up: better, down: worse; black outline: on the pair's front)",
+        title_font_size=12, height=80 + 440 * len(others),
+    )  # fmt: skip
+    path = folder / "pareto.html"
+    fig.write_html(path, include_plotlyjs=True)  # self-contained: readable offline and in MLflow
+    return path
+
+
+MPL_COLORS = {"C0": "#1f77b4", "C2": "#2ca02c", "C3": "#d62728", "C7": "#7f7f7f", "C9": "#17becf"}
+
+
+def _finite(value: float) -> float:
+    return 0.0 if math.isnan(value) else value

@@ -1,0 +1,106 @@
+"""Backend local: Optuna's `study.optimize` in the launcher's process, one run at a time."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from arch.configtree import Issue
+from sweeps.run.backends.base import Backend
+from sweeps.run.plan import INTERRUPTED
+from sweeps.run.worker import execute
+
+
+class StopFlag:
+    """Ctrl-C: raises KeyboardInterrupt and remembers it, so that an interrupt Python swallows
+    (one landing in a weakref callback or a __del__) still stops the launch after the current trial."""
+
+    def __init__(self):
+        self.set = False
+        self.previous = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum, frame):
+        self.set = True
+        raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+            self.previous = None
+
+
+class LocalBackend(Backend):
+    """Every run in the launcher's process, one at a time: no scheduler, at most one GPU."""
+
+    name = "local"
+
+    def check(self, study) -> list[Issue]:
+        issues = []
+        if (study.max_concurrent or 1) > 1:
+            issues.append(
+                Issue("max_concurrent", f"given {study.max_concurrent}; backend local runs 1 at a time")
+            )
+        if study.resources.gpus not in (0, 1):
+            issues.append(
+                Issue("resources.gpus", f"given {study.resources.gpus}; backend local allows 0 or 1")
+            )
+        return issues
+
+    def concurrency(self, study, cpus=None, gpus=None) -> int:
+        return 1
+
+    def connect(self, study) -> None:
+        """Nothing to start; this machine's resources were checked before the launch."""
+        return None
+
+    def run(self, plan, driver, concurrency: int = 1, fit=None) -> None:
+        """Runs the remaining runs with `study.optimize`; Ctrl-C stops after the current run."""
+        import optuna
+
+        class TrialFailed(Exception):
+            pass
+
+        def objective(trial: optuna.Trial):
+            run = None
+            try:  # Ctrl-C may land before the run is begun: Optuna fails the trial, we say why
+                run = plan.prepare(trial)
+                outcome = execute(driver.begin(run), fit=fit)
+            except BaseException:
+                if run is None:
+                    trial.set_user_attr("fail_reason", INTERRUPTED)
+                else:
+                    driver.interrupt(run)
+                raise
+            values = driver.end(run, outcome)
+            if values is None:
+                raise TrialFailed(outcome.error.splitlines()[0] if outcome.error else outcome.status)
+            return values
+
+        grid = plan.study.sampler.kind == "grid"
+        stop = StopFlag()
+        try:
+            # grid: the enqueued runs, round after round (adaptive seeds decide the next one when
+            # one ends); sampled: the remaining count
+            while n := plan.enqueue_next_round() if grid else plan.remaining():
+                plan.optuna.optimize(
+                    objective,
+                    n_trials=n,
+                    catch=(TrialFailed,),
+                    gc_after_trial=True,
+                    callbacks=[lambda study, trial: study.stop() if stop.set else None],
+                )
+                if stop.set or not grid:
+                    break
+        finally:
+            stop.restore()
+        if stop.set:
+            raise KeyboardInterrupt
+
+    def run_task(self, study, fn, *args):
+        """`fn(*args)` here: the launcher's process is where local trials run."""
+        return fn(*args)
+
+    def disconnect(self) -> None:
+        pass

@@ -1,0 +1,166 @@
+"""Backend ray: each run is a Ray Tune trial; Optuna proposes points through an ask/tell searcher.
+
+`connect(study)` starts (or joins) Ray and checks the cluster's resources; `run(plan, driver,
+concurrency, fit)` runs the study's remaining runs through `tune.Tuner` (reusing trial processes:
+seeded runs are bit-identical in a fresh or a reused one); `run_task` runs one function with a
+trial's resources (the cost probe); `disconnect()`. The parts live beside it:
+
+    processes   the local Ray a launch started, and ending what a dead launch left
+    searcher    PlanSearcher: claims runs from the Plan, records outcomes, tells Optuna
+    trainable   the worker side of one trial (tags its node, trains, reports)
+    thread      the one long-lived training thread of a worker process
+    outcome     the final report and the outcome read back from Tune's result
+    train       data-parallel trials on Ray Train
+
+`sweeps.run.storage.Heartbeats` records the Optuna heartbeats of the open runs (RDB storages).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+
+import sweeps
+from arch.configtree import ConfigError
+from sweeps.run.backends.base import Backend
+from sweeps.run.backends.ray.processes import RAY_PROCESSES, end_leftovers, remember_processes
+from sweeps.run.backends.ray.searcher import searcher_class
+from sweeps.run.backends.ray.trainable import trainable
+from sweeps.run.resources import resource_issues
+from sweeps.run.storage import Heartbeats
+
+
+class RayBackend(Backend):
+    """Ray Tune trials on a local Ray started here or on a cluster (`ray.address`)."""
+
+    name = "ray"
+    schedulers = ("none", "asha")
+
+    def checks_machine(self, study) -> bool:
+        return study.ray.address is None  # a cluster is checked once joined (connect)
+
+    def describe(self, study) -> str:
+        return f"ray (Ray at {study.ray.address or 'a local Ray started here'})"
+
+    def connect(self, study) -> tuple[float, float]:
+        """Starts (or joins) Ray; refuses a cluster without what one trial asks for."""
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # local Ray: no token-auth warning
+        # Ray starts workers at niceness 15, so any other job on the machine slows a trial (and the
+        # cost probe) many times over (docs/fronts/README.md has the measurement). Trials are the
+        # work; run them at normal priority. (A cluster's nodes take it from `ray start`'s env.)
+        os.environ.setdefault("RAY_worker_niceness", "0")
+        os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+        os.environ.setdefault(
+            "TUNE_DISABLE_STRICT_METRIC_CHECKING", "1"
+        )  # a failed run's last report has no loss
+        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # verbose=0: no tables (progress reports)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        import ray
+
+        kwargs = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True}
+        if study.ray.address is None:
+            # "local", not None: ray.init() with no address joins the last `ray start` cluster on this
+            # machine (Ray's /tmp/ray/ray_current_cluster), so a study meant to run alone would land
+            # on someone else's cluster. Joining one is what ray.address / --ray-address are for.
+            kwargs.update(address="local", include_dashboard=False)
+            kwargs.update(num_cpus=study.ray.num_cpus, num_gpus=study.ray.num_gpus)
+            if study.ray.temp_dir:
+                kwargs["_temp_dir"] = str(Path(study.ray.temp_dir).absolute())
+            root = str(Path(sweeps.__file__).resolve().parents[1])  # the checkout holding the project
+            kwargs["runtime_env"] = {
+                "env_vars": {"PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+            }
+        else:
+            kwargs["address"] = study.ray.address
+        if not ray.is_initialized():
+            if study.ray.address is None:
+                end_leftovers(study.results_dir() / RAY_PROCESSES)
+            ray.init(**kwargs)
+            if study.ray.address is None:
+                remember_processes(study.results_dir() / RAY_PROCESSES)
+        res = ray.cluster_resources()
+        cpus, gpus = float(res.get("CPU", 0)), float(res.get("GPU", 0))
+        issues = resource_issues(study.resources, cpus, gpus, "cluster")
+        if issues:
+            ray.shutdown()
+            raise ConfigError(issues)
+        return cpus, gpus
+
+    def disconnect(self) -> None:
+        import ray
+
+        ray.shutdown()
+
+    def run_task(self, study, fn, *args):
+        """`fn(*args)` as a Ray task with one trial's resources (the cost probe: on a trial's device)."""
+        import ray
+
+        remote = ray.remote(num_cpus=study.resources.cpus, num_gpus=study.resources.gpus)(fn)
+        return ray.get(remote.remote(*args))
+
+    def run(self, plan, driver, concurrency: int, fit=None) -> None:
+        from ray import tune
+        from ray.tune.schedulers import ASHAScheduler
+        from ray.tune.search import ConcurrencyLimiter
+
+        study = plan.study
+        limit = plan.max_remaining()  # adaptive seeds: an upper bound; the searcher says when it is done
+        if not limit:
+            return
+        first = study.objectives[0]
+        metric = study.scheduler.metric if study.scheduler.kind == "asha" else first.metric
+        mode = (
+            study.scheduler.mode
+            if study.scheduler.kind == "asha"
+            else ("min" if first.direction == "minimize" else "max")
+        )
+        searcher = searcher_class()(plan, driver, limit, metric, mode)
+        scheduler = None
+        if study.scheduler.kind == "asha":
+            grace, horizon = study.asha_rungs()  # one horizon for all: the largest budget of the points
+            scheduler = ASHAScheduler(
+                time_attr="tokens",
+                metric=metric,
+                mode=mode,
+                max_t=horizon,
+                grace_period=grace,
+                reduction_factor=study.scheduler.reduction_factor,
+            )
+        resources = {"cpu": study.resources.cpus, "gpu": study.resources.gpus}
+        reuse = study.ray.reuse_actors
+        if study.resources.workers > 1 and fit is None:
+            # The Tune trial only drives a Ray Train run, whose workers hold the resources (Tune refuses
+            # an empty request; 1 MiB of memory asks for nothing). A fresh driver per trial: a stopped
+            # trial's Ray Train run ends with the process that owns it.
+            resources, reuse = {"cpu": 0, "memory": 2**20}, False
+        elif study.resources.workers > 1:  # a stand-in fit (tests): the trial's own processes
+            resources = {"cpu": study.resources.total_cpus, "gpu": study.resources.total_gpus}
+        # A shared study never reuses: Tune keeps cached actors (and their CPUs/GPUs) while its searcher
+        # is not finished, so a launcher waiting on another's last runs would starve them (deadlock).
+        reuse = reuse and not plan.shared
+        tuner = tune.Tuner(
+            tune.with_resources(tune.with_parameters(trainable, fit=fit), resources),
+            tune_config=tune.TuneConfig(
+                search_alg=ConcurrencyLimiter(searcher, max_concurrent=concurrency),
+                scheduler=scheduler,
+                num_samples=limit,
+                reuse_actors=reuse,
+                trial_name_creator=lambda t: f"trial_{t.config['task'].number:03d}",
+                trial_dirname_creator=lambda t: f"trial_{t.config['task'].number:03d}",
+            ),
+            run_config=tune.RunConfig(
+                name=f"launch-{plan.launch}",
+                storage_path=str(study.results_dir() / "ray"),
+                verbose=0,
+                failure_config=tune.FailureConfig(max_failures=0),
+            ),
+        )
+        try:
+            with Heartbeats(plan.storage, searcher.runs):
+                tuner.fit()
+        finally:
+            left = searcher.abandon("Ray Tune stopped before this trial finished")
+        if left:
+            raise KeyboardInterrupt

@@ -1,0 +1,86 @@
+"""The driver side of one run, shared by both backends: open the child run, record the outcome.
+
+task = driver.begin(run)          # MLflow child run + params + resolved config; progress line;
+                                  # the cost probe times the run's architecture if it is new
+... the worker trains (sweeps.run.worker.execute) ...
+driver.end(run, outcome)          # the probe's tokens_per_s joins the trial's metrics; MLflow
+                                  # status/metrics/error, Optuna user attrs; values or None
+"""
+
+from __future__ import annotations
+
+import time
+
+from sweeps.run.plan import INTERRUPTED, Plan, RunSpec
+from sweeps.run.progress import Progress
+from sweeps.run.tracking import Tracker
+from sweeps.run.worker import Outcome, TrialTask
+from trainers.metrics import TOKENS_PER_S
+
+
+class Driver:
+    def __init__(self, plan: Plan, tracker: Tracker, progress: Progress, probe=None):
+        self.plan = plan
+        self.probe = probe
+        self.tracker = tracker
+        self.progress = progress
+        self.run_ids: dict[int, str] = {}
+        self.began: dict[int, float] = {}
+
+    def begin(self, run: RunSpec) -> TrialTask:
+        config = self.plan.trial_config(run)
+        expected = {}
+        if self.probe is not None:
+            self.probe.ensure([config])
+            expected = self.probe.metrics(config)
+        resolved = config.to_dict()
+        design = config.model.residual.descriptors()
+        run_id = self.tracker.start_child(run.number, run.point, run.seed, run.point_id, resolved, design)
+        run.trial.set_user_attr("mlflow_run_id", run_id)
+        self.run_ids[run.number] = run_id
+        self.began[run.number] = time.time()
+        self.progress.started(run.number, run.point, run.seed)
+        return TrialTask(
+            number=run.number,
+            run_id=run_id,
+            tracking_uri=self.tracker.uri,
+            config=config,
+            data_root=self.plan.study.output.data_root,
+            keep_checkpoint=self.plan.study.output.checkpoints,
+            timeout_s=self.plan.study.trial_timeout(config, expected.get(TOKENS_PER_S)),
+            worker_cpus=self.plan.study.resources.cpus,
+            worker_gpus=self.plan.study.resources.gpus,
+        )
+
+    def end(self, run: RunSpec, outcome: Outcome) -> list[float] | None:
+        """Records the outcome; returns the objective values when the run counts for the fronts."""
+        values = None
+        status, error = outcome.status, outcome.error
+        if self.probe is not None and outcome.metrics:
+            outcome.metrics.update(self.probe.metrics(self.plan.trial_config(run)))
+        if status == "ok":
+            values = self.plan.values(outcome.metrics)
+            if values is None:
+                missing = [o.metric for o in self.plan.study.objectives if o.metric not in outcome.metrics]
+                status, error = "error", f"objective metrics not reported: {', '.join(missing)}"
+        run.trial.set_user_attr("status", status)
+        wall = time.time() - self.began.pop(run.number, time.time())
+        run.trial.set_user_attr("train_s", round(outcome.wall_s, 2))
+        run.trial.set_user_attr("wall_s", round(wall, 2))
+        if status not in ("ok", "pruned"):
+            run.trial.set_user_attr("fail_reason", status)
+            run.trial.set_user_attr("error", error[:2000])
+        run_id = self.run_ids.pop(run.number)
+        self.tracker.client.log_metric(run_id, "sweep/wall_s", wall)
+        self.tracker.finish_child(run_id, status, outcome.metrics, error)
+        self.progress.total = self.plan.target  # adaptive seeds may have planned more runs
+        self.progress.finished(run.number, run.point, status, outcome.metrics, wall, error, outcome.wall_s)
+        return values
+
+    def interrupt(self, run: RunSpec, reason: str = "launch interrupted") -> None:
+        run.trial.set_user_attr("fail_reason", INTERRUPTED)
+        self.plan.requeue(run)
+        self.progress.running.discard(run.number)
+        run_id = self.run_ids.pop(run.number, None)
+        if run_id is not None:
+            self.tracker.finish_child(run_id, "interrupted", {}, f"interrupted: {reason}")

@@ -1,0 +1,214 @@
+"""`python -m sweeps.launch studies/<name>.yaml [--set key.path=value ...] [--dry-run]`
+
+Validates the study (exit 2 on any problem, creating nothing), then runs it: Ray Tune trials
+(backend ray, the default) or Optuna's `study.optimize` in this process (backend local), one
+Lightning training per run, recorded in MLflow and the Optuna storage, and ends with the
+Pareto fronts. The same command resumes an interrupted study. Exit status: 0 when the study
+ended with at least one completed run (failed runs are recorded and allowed), 2 for a study that
+cannot run (nothing created), 4 when no run completed its budget, 130 when interrupted.
+
+This module only parses, locks and dispatches: the study (`sweeps.study`) owns its grid and
+trial configs, the dry run (`sweeps.run.dry_run`) prints the plan, the plan (`sweeps.run.plan`)
+the Optuna side, the driver (`sweeps.run.driver`) each run's records, the backends
+(`sweeps.run.backends`) where runs execute, and `sweeps.report` the fronts and ladder fits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import functools
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+from optuna.trial import TrialState
+
+from arch.configtree import ConfigError
+from sweeps.report.analysis import report_fronts
+from sweeps.report.scaling.of_study import report_ladder
+from sweeps.run import backends
+from sweeps.run.driver import Driver
+from sweeps.run.dry_run import plan_text
+from sweeps.run.plan import Plan
+from sweeps.run.probe import Probe
+from sweeps.run.progress import Progress
+from sweeps.run.tracking import Tracker, ui_hint, ui_links
+from sweeps.study import Study, load_study
+from sweeps.study.load import save_resolved
+
+EXIT_CONFIG = 2  # the study file (or the cluster) cannot run it; nothing was created
+EXIT_NOTHING_COMPLETED = 4  # the study ran to its end but no run completed its budget
+EXIT_INTERRUPTED = 130  # Ctrl-C; the same command resumes
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m sweeps.launch", description=__doc__.split("\n\n")[0])
+    p.add_argument("study", help="a study YAML file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
+    p.add_argument("--dry-run", action="store_true", help="validate, print the trial plan, start nothing")
+    p.add_argument("--print-config", action="store_true", help="print the resolved study and exit")
+    p.add_argument("--backend", choices=tuple(backends.BACKENDS), help="same as --set backend=...")
+    p.add_argument("--ray-address", help="join this Ray cluster (same as --set ray.address=...)")
+    p.add_argument("--max-concurrent", type=int, help="same as --set max_concurrent=...")
+    return p.parse_args(argv)
+
+
+def load(path, overrides=()) -> Study:
+    """The study (`sweeps.study.load_study`) and what its backend and this machine refuse: every
+    problem a launch can know before it starts anything, as one ConfigError naming the file."""
+    study = load_study(path, overrides)
+    issues = backends.study_issues(study)
+    if issues:
+        raise ConfigError(issues, str(path))
+    return study
+
+
+def overrides_of(args) -> list[str]:
+    out = list(args.overrides)
+    if args.backend:
+        out.append(f"backend={args.backend}")
+    if args.ray_address:
+        out.append(f"ray.address={args.ray_address}")
+    if args.max_concurrent:
+        out.append(f"max_concurrent={args.max_concurrent}")
+    return out
+
+
+class LaunchLock:
+    """One launch per study and results folder at a time (on this host): results/<name>/launch.lock.
+    Launchers sharing an RDB study each use their own `output.dir` (see sweeps.run.plan)."""
+
+    def __init__(self, folder: Path):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / "launch.lock"
+        self.handle = open(self.path, "a+")  # noqa: SIM115 (held for the launch)
+
+    def __enter__(self):
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.handle.seek(0)
+            raise SystemExit(  # noqa: B904
+                f"another launch of this study is running (lock {self.path}, {self.handle.read()})"
+            )
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write(f"pid {os.getpid()}")
+        self.handle.flush()
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+
+
+def launch(study: Study, fit: Callable | None = None, stream=None, probe=None) -> int:
+    """Runs (or resumes) the study; returns the process exit status. `fit` and `probe` replace
+    trainers.fit and the cost probe (tests)."""
+    stream = stream or sys.stdout
+    launch_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{time.time_ns() % 1000:03d}"
+    backend = backends.get(study.backend)
+    cluster = backend.connect(study)  # checks the cluster's resources before creating anything
+    try:
+        with LaunchLock(study.results_dir()):
+            return _run(study, fit, stream, launch_id, backend, cluster, probe)
+    finally:
+        backend.disconnect()
+
+
+def _run(study, fit, stream, launch_id, backend, cluster, probe) -> int:
+    plan = Plan(study, launch_id)
+    plan.check_fingerprint()  # before anything is recorded: an edited study is refused (exit 2)
+    if study.rungs:  # `python -m sweeps.scaling fit results/<name>` fits the folder alone
+        save_resolved(study)
+    recovered = plan.recover()
+    tracker = Tracker(study.mlflow_uri(), study.experiment_name, study.name, launch_id)
+    open_runs = {t.user_attrs.get("mlflow_run_id") for t in plan.trials() if t.state == TrialState.RUNNING}
+    orphans = tracker.close_orphans(keep=open_runs, parents=not plan.shared)
+    done_before = plan.done()
+    n = backend.concurrency(study, *(cluster or (None, None)))
+    tracker.start_parent(
+        study.to_dict(),
+        {"n_points": study.n_points(), "repeats": study.repeats, "n_runs": study.n_runs(),
+         "sampler": study.sampler.kind, "backend": study.backend, "concurrency": n,
+         "done_before": done_before, "objectives": ",".join(o.metric for o in study.objectives)},
+    )  # fmt: skip
+    progress = Progress(
+        plan.target, done_before, [(o.metric, o.direction) for o in study.objectives], n, stream
+    )
+    if done_before or recovered or orphans:
+        progress.say(
+            f"resuming {study.name}: {done_before} of {plan.target} trials done; "
+            f"{len(recovered)} interrupted trial(s) marked failed and queued again; "
+            f"{len(orphans)} orphaned MLflow run(s) closed"
+        )
+    progress.say(f"{plan.remaining()} trial(s) to run, {n} at a time; MLflow parent run {tracker.parent_id}")
+    if probe is None:
+        probe = Probe(study, functools.partial(backend.run_task, study), stream)
+    driver = Driver(plan, tracker, progress, probe)
+    status, scaling = "FINISHED", []
+    try:
+        if plan.max_remaining():  # grid: every architecture timed in one interleaved session
+            probe.ensure(study.trial_config(p) for p in study.planned_points())
+        backend.run(plan, driver, n, fit)
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C (Lightning turns it into SystemExit)
+        status = "KILLED"
+        progress.say("interrupted; the same command resumes the study")
+    except Exception:
+        status = "FAILED"
+        raise
+    finally:
+        summary = (
+            report_fronts(study, plan.trials(), tracker=tracker, stream=stream)
+            if status == "FINISHED"
+            else {}
+        )
+        if status == "FINISHED" and study.rungs:  # the ladder's fits and predictions, after the fronts
+            scaling = report_ladder(study, plan.trials(), tracker, stream)
+        wall = time.time() - progress.start
+        summary["probe_s"] = getattr(probe, "seconds", 0.0)
+        tracker.finish_parent(status, {"wall_s": wall, **summary})
+    progress.say(progress.summary())
+    for line in scaling:
+        print(line, file=stream)
+    say_links(tracker, stream)
+    if status != "FINISHED":
+        return EXIT_INTERRUPTED
+    return EXIT_NOTHING_COMPLETED if not summary.get("points") else 0
+
+
+def say_links(tracker, stream) -> None:
+    links = ui_links(tracker.uri, tracker.experiment_id, tracker.parent_id)
+    hint = ui_hint(tracker.uri)
+    print(f"MLflow runs:       {links['runs']}", file=stream)
+    print(f"MLflow parent run: {links['run']}", file=stream)
+    if hint:
+        print(f"  (start the UI first: {hint})", file=stream)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        study = load(args.study, overrides_of(args))
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return EXIT_CONFIG
+    if args.print_config:
+        print(yaml.safe_dump(study.to_dict(), sort_keys=False), end="")
+        return 0
+    if args.dry_run:
+        print(plan_text(study))
+        return 0
+    try:
+        return launch(study)
+    except ConfigError as err:  # a cluster without the resources a trial asks for
+        print(err, file=sys.stderr)
+        return EXIT_CONFIG
+
+
+if __name__ == "__main__":
+    sys.exit(main())

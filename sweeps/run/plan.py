@@ -1,0 +1,252 @@
+"""The Optuna side of a study: storage, sampler, the run plan and resume bookkeeping.
+
+One Optuna trial is one run of one point with one seed. Runs of a point share its params and
+its `point` user attribute; `repeat` r uses seed `trial.seed + r`. The grid is enqueued
+(every point x repeat exactly once); for other samplers, the first run of a sampled point
+enqueues its other repeats, so a point's seeds are always run as one set.
+
+Grid runs are enqueued seed-major (every point with seed 0 first).
+A run counts as done when COMPLETE, PRUNED, or FAIL through its own fault (diverged, oom,
+error). Journal storage (one launch per study at a time, see `launch.lock`): a RUNNING trial
+found at start-up belongs to an earlier launch that died: it is marked FAIL with reason
+`interrupted` and its point and seed are enqueued again, so the total ends exactly at
+n_points x repeats.
+
+RDB storage (SQLite, PostgreSQL): several launchers may share one study. Open trials carry
+Optuna heartbeats; only trials whose heartbeat went stale are failed and their run queued
+again (`sweeps.run.storage` holds the storage, heartbeat and lock mechanics). `Plan.claim` takes
+the next run under a study lock (a PostgreSQL advisory lock; a file lock beside a SQLite or
+journal file): enqueueing the grid,
+counting and asking happen as one step, so two launchers never run one (point, repeat) twice
+and together stop at exactly n_points x repeats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import optuna
+from optuna.trial import TrialState
+
+from sweeps.run import adaptive
+from sweeps.run import storage as storages
+from sweeps.study import Study, samplers
+from sweeps.study.space import point_id
+
+INTERRUPTED = "interrupted"
+WAIT = "wait"  # Plan.claim: nothing to claim now, but other launchers' runs may still fail
+
+
+def sampler(study: Study):
+    return samplers.build(study.sampler)
+
+
+def directions(study: Study) -> list[str]:
+    return [o.direction for o in study.objectives]
+
+
+@dataclasses.dataclass
+class RunSpec:
+    """One asked run: the Optuna trial, its point, repeat and seed."""
+
+    trial: optuna.Trial
+    point: dict
+    point_id: str
+    repeat: int
+    seed: int
+
+    @property
+    def number(self) -> int:
+        return self.trial.number
+
+
+def is_done(t: optuna.trial.FrozenTrial) -> bool:
+    if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
+        return True
+    # the driver records `status` before telling FAIL; a FAIL without it was failed from outside
+    # (its launcher died: heartbeat gone stale) and runs again
+    return (
+        t.state == TrialState.FAIL
+        and "status" in t.user_attrs
+        and t.user_attrs.get("fail_reason") != INTERRUPTED
+    )
+
+
+class Plan:
+    def __init__(self, study: Study, launch: str):
+        self.study = study
+        self.launch = launch
+        self.space = study.search_space
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        self.storage = storages.open_storage(study.storage_url())
+        self.optuna = optuna.create_study(
+            study_name=study.name,
+            storage=self.storage,
+            sampler=sampler(study),
+            directions=directions(study),
+            load_if_exists=True,
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            self.optuna.set_metric_names([o.metric for o in study.objectives])
+        self.shared = storages.shared(self.storage)
+
+    @property
+    def target(self) -> int:
+        """Runs the study makes: every point's seeds (adaptive: as decided so far)."""
+        if not self.study.seeds.adaptive:
+            return self.study.n_runs()
+        return sum(adaptive.seed_counts(self).values())
+
+    def max_remaining(self) -> int:
+        """The most runs still to come (adaptive seeds: if every point went to `max`)."""
+        return max(0, self.study.n_runs_max() - self.done())
+
+    def lock(self):
+        return storages.study_lock(self.storage, self.study.storage_url(), self.study.name)
+
+    def check_fingerprint(self, source: str | None = None) -> None:
+        """Refuses to resume a study whose defining parts changed since runs of it finished
+        (one front would mix two experiments): ConfigError naming the changed keys. Records the
+        fingerprint while the study has no finished run."""
+        from arch.configtree import ConfigError, Issue
+
+        now = self.study.fingerprint()
+        before = self.optuna.user_attrs.get("fingerprint")
+        if before is None or not self.done():
+            self.optuna.set_user_attr("fingerprint", now)
+            return
+        changed = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
+        if not changed:
+            return
+        issues = [
+            Issue(key, f"was {before.get(key, '(absent)')}, now {now.get(key, '(absent)')}")
+            for key in changed
+        ]
+        issues.append(
+            Issue(
+                "name",
+                f"study {self.study.name!r} has {self.done()} finished run(s) of the earlier version; to "
+                f"run the new one give it a new name, or remove {self.study.results_dir()} (and its "
+                "MLflow experiment) to start over",
+            )
+        )
+        raise ConfigError(issues, source)
+
+    # --- start-up ---------------------------------------------------------------------------
+    def recover(self) -> list[int]:
+        """Journal: marks RUNNING trials of earlier launches FAIL (interrupted) and enqueues them
+        again. RDB (shared): only trials whose heartbeat is stale; other launchers' live trials stay."""
+        if self.shared:
+            with self.lock():
+                return self._fail_stale()
+        recovered = []
+        for t in self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            storages.mark_failed(self.storage, t, INTERRUPTED)
+            recovered.append(t.number)
+            if self.study.sampler.kind != "grid" and "repeat" in t.user_attrs:
+                attrs = {"repeat": t.user_attrs["repeat"], "point": point_id(t.params)}
+                self.optuna.enqueue_trial(dict(t.params), user_attrs=attrs)
+        if self.study.sampler.kind == "grid":
+            self._enqueue_grid()
+        return recovered
+
+    def _fail_stale(self) -> list[int]:
+        before = {t.number for t in self.trials() if t.state == TrialState.RUNNING}
+        storages.fail_stale(self.optuna)
+        stale = sorted(t.number for t in self.trials() if t.number in before and t.state == TrialState.FAIL)
+        if self.study.sampler.kind == "grid":
+            self._enqueue_grid()
+        return stale
+
+    def claim(self) -> RunSpec | str | None:
+        """The next run of the study, taken atomically among launchers; WAIT when every run is
+        taken but some still run elsewhere (they may go stale and come back); None when done."""
+        with self.lock():
+            if self.shared:
+                self._fail_stale()
+            elif self.study.sampler.kind == "grid":
+                self._enqueue_grid()
+            trials = self.trials()
+            waiting = sum(t.state == TrialState.WAITING for t in trials)
+            running = sum(t.state == TrialState.RUNNING for t in trials)
+            done = sum(is_done(t) for t in trials)
+            if waiting or (self.study.sampler.kind != "grid" and done + running < self.target):
+                with warnings.catch_warnings():  # ask/tell with heartbeats: we beat (storage.Heartbeats)
+                    warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+                    run = self.ask()
+                if self.shared:  # alive from now on; the launcher keeps beating (storage.Heartbeats)
+                    storages.beat(self.storage, run.trial)
+                return run
+            return WAIT if running else None
+
+    def requeue(self, run: RunSpec) -> None:
+        """An interrupted run of a sampled point is run again (the grid re-enqueues at start-up)."""
+        if self.study.sampler.kind != "grid":
+            self.optuna.enqueue_trial(run.point, user_attrs={"repeat": run.repeat, "point": run.point_id})
+
+    def _enqueue_grid(self) -> None:
+        trials = self.optuna.get_trials(deepcopy=False)
+        taken = {
+            (t.user_attrs.get("point"), t.user_attrs.get("repeat"))
+            for t in trials
+            if is_done(t) or t.state in (TrialState.WAITING, TrialState.RUNNING)
+        }
+        counts = adaptive.extend(self, trials, is_done)  # adaptive seeds: the next round, once decided
+        # Seed-major: every point with seed 0, then every point with seed 1, ...: a slow minute
+        # of the machine is spread over the designs instead of landing on one point's seeds.
+        for r in range(max(counts.values(), default=0)):
+            for point in self.study.planned_points():
+                pid = point_id(point)
+                if r < counts[pid] and (pid, r) not in taken:
+                    self.optuna.enqueue_trial(point, user_attrs={"repeat": r, "point": pid})
+
+    def enqueue_next_round(self) -> int:
+        """Grid: enqueues what is planned (adaptive: the next round once one is decided); returns
+        how many runs wait."""
+        with self.lock():
+            self._enqueue_grid()
+            return sum(t.state == TrialState.WAITING for t in self.trials())
+
+    # --- counts -----------------------------------------------------------------------------
+    def trials(self):
+        return self.optuna.get_trials(deepcopy=False)
+
+    def done(self) -> int:
+        return sum(is_done(t) for t in self.trials())
+
+    def remaining(self) -> int:
+        return max(0, self.target - self.done())
+
+    # --- one run ----------------------------------------------------------------------------
+    def ask(self) -> RunSpec:
+        return self.prepare(self.optuna.ask())
+
+    def prepare(self, trial: optuna.Trial) -> RunSpec:
+        """Samples (or reads the enqueued) point of an asked trial and fixes its repeat and seed."""
+        point = self.space.suggest(trial)
+        repeat = trial.user_attrs.get("repeat")
+        if repeat is None:
+            repeat = 0
+            trial.set_user_attr("repeat", 0)
+            for r in range(1, self.study.repeats):
+                self.optuna.enqueue_trial(point, user_attrs={"repeat": r, "point": point_id(point)})
+        seed = self.study.seed_of(int(repeat))
+        pid = point_id(point)
+        trial.set_user_attr("point", pid)
+        trial.set_user_attr("seed", seed)
+        trial.set_user_attr("launch", self.launch)
+        return RunSpec(trial, point, pid, int(repeat), seed)
+
+    def trial_config(self, run: RunSpec):
+        """The resolved `TrialConfig` of a run (its point and seed)."""
+        return self.study.trial_config(run.point, run.seed)
+
+    def values(self, metrics: dict) -> list[float] | None:
+        out = []
+        for o in self.study.objectives:
+            if o.metric not in metrics:
+                return None
+            out.append(float(metrics[o.metric]))
+        return out

@@ -1,0 +1,279 @@
+"""MLflow records of a study: one experiment per study, a parent run per launch, a child per trial.
+
+The launcher (driver) owns every run's life: it creates the parent and the children, logs their
+params, tags and the resolved configs, and terminates them with their final status. A trial's
+worker only streams metric curves into its child run (Lightning's MLFlowLogger with `run_id`).
+
+Names: the parent `<study>/<launch id>`, a child `<point name>/s<seed>` (`gated_token_head/s2`).
+Params of a child: the point's key paths, `seed` and the design's descriptors (MLflow's charts
+read params, not tags). The experiment is tagged as model development (`EXPERIMENT_TAGS`);
+`ui_links` are the runs view and a run in the UI's model-training view.
+
+Tags (filter in the UI with e.g. `tags.kind = "value_residual" and tags.pareto_rank = "0"`):
+  parent: sweep.study, sweep.launch, sweep.role=parent, git_commit, host, ...
+  child:  sweep.study, sweep.launch, sweep.role=trial, sweep.trial, sweep.point, sweep.seed,
+          sweep.status (ok | diverged | oom | error | pruned | interrupted), sweep.error,
+          the design's own descriptors (`descriptors()` of its config: kind, and e.g. mode,
+          granularity, activation, tap_layer, consumers for the value-residual family),
+          pareto_rank (added by sweeps.pareto; -1 for runs outside every front)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sweeps.study.space import point_name
+from trainers.records import EXPERIMENT_TAGS
+
+PACKAGES = ("torch", "lightning", "ray", "optuna", "mlflow", "numpy", "satsweep")
+
+
+def _quiet_mlflow() -> None:
+    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
+    import logging
+
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def client(uri: str):
+    _quiet_mlflow()
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def git_commit() -> str:
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True
+        ).stdout.strip()
+        return out + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            out[name] = metadata.version(name)
+    return out
+
+
+def machine() -> dict[str, str]:
+    info = {"host": socket.gethostname(), "platform": platform.platform(), "cpus": str(os.cpu_count())}
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            info["gpus"] = f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
+    except Exception:
+        pass
+    return info
+
+
+def artifact_location(uri: str, name: str) -> str | None:
+    """Artifacts of a SQLite store live next to its file (MLflow's default, ./mlruns of whatever
+    folder the launcher ran in, scatters them); a server decides for itself (None)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri[len("sqlite:///") :]).absolute().parent / "mlruns" / name).as_uri()
+
+
+def experiment_id(mlflow_client, name: str) -> str:
+    """The id of experiment `name`, created if needed; safe when launchers start at once."""
+    from mlflow.exceptions import MlflowException
+
+    found = mlflow_client.get_experiment_by_name(name)
+    if found is None:
+        where = artifact_location(mlflow_client.tracking_uri, name)
+        try:
+            created = mlflow_client.create_experiment(name, artifact_location=where, tags=EXPERIMENT_TAGS)
+            found = mlflow_client.get_experiment(created)
+        except MlflowException as err:  # another launcher created it between the lookup and here
+            if err.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            found = mlflow_client.get_experiment_by_name(name)
+    for key, value in EXPERIMENT_TAGS.items():  # also on experiments made before the tag existed
+        if found.tags.get(key) != value:
+            mlflow_client.set_experiment_tag(found.experiment_id, key, value)
+    return found.experiment_id
+
+
+UI_DEFAULT = "http://127.0.0.1:5000"  # where `make mlflow-ui` serves a local SQLite store
+
+
+def ui_base(uri: str) -> str:
+    """The MLflow UI's address for a tracking URI: the server itself, else `make mlflow-ui`'s."""
+    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else UI_DEFAULT
+
+
+def ui_hint(uri: str) -> str | None:
+    """How to start a UI on a tracking URI that is not a server (None for a server)."""
+    if uri.startswith(("http://", "https://")):
+        return None
+    local = f"sqlite:///{Path('mlflow.db').absolute()}"
+    return "make mlflow-ui" + ("" if uri == local else f" MLFLOW_URI={uri}")
+
+
+def ui_links(uri: str, experiment: str, run_id: str | None = None) -> dict[str, str]:
+    """Direct links to the experiment's runs table and to a run, in the model-training view."""
+    base = f"{ui_base(uri)}/#/experiments/{experiment}"
+    query = "?workflowType=machine_learning"
+    links = {"runs": f"{base}/runs{query}"}
+    if run_id:
+        links["run"] = f"{base}/runs/{run_id}{query}"
+    return links
+
+
+class Tracker:
+    """MLflow client for one launch of one study (driver side)."""
+
+    def __init__(self, uri: str, experiment: str, study: str, launch: str):
+        self.uri = uri
+        self.client = client(uri)
+        self.study = study
+        self.launch = launch
+        self.experiment_id = experiment_id(self.client, experiment)
+        self.parent_id: str | None = None
+
+    @classmethod
+    def of_latest_launch(cls, uri: str, experiment: str, study: str) -> Tracker | None:
+        """A tracker on the parent run of the study's latest launch (None before the first)."""
+        tracker = cls(uri, experiment, study, "latest")
+        runs = tracker.client.search_runs(
+            [tracker.experiment_id],
+            filter_string=f"tags.`sweep.study` = '{study}' and tags.`sweep.role` = 'parent'",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+        if not runs:
+            return None
+        tracker.parent_id = runs[0].info.run_id
+        tracker.launch = runs[0].data.tags.get("sweep.launch", "latest")
+        return tracker
+
+    # --- parent -----------------------------------------------------------------------------
+    def start_parent(self, study_dict: Mapping, plan: Mapping[str, Any]) -> str:
+        tags = {
+            "mlflow.runName": f"{self.study}/{self.launch}",
+            "sweep.study": self.study,
+            "sweep.launch": self.launch,
+            "sweep.role": "parent",
+            "git_commit": git_commit(),
+            "command": " ".join(sys.argv),
+            **{f"machine.{k}": v for k, v in machine().items()},
+            **{f"version.{k}": v for k, v in versions().items()},
+        }
+        run = self.client.create_run(self.experiment_id, tags=tags)
+        self.parent_id = run.info.run_id
+        for key, value in plan.items():
+            self.client.log_param(self.parent_id, key, str(value)[:6000])
+        self.log_text(self.parent_id, yaml.safe_dump(dict(study_dict), sort_keys=False), "study.yaml")
+        return self.parent_id
+
+    def finish_parent(self, status: str, summary: Mapping[str, float]) -> None:
+        for key, value in summary.items():
+            self.client.log_metric(self.parent_id, key, float(value))
+        self.client.set_terminated(self.parent_id, status)
+
+    def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
+        """Tags of a run in one request. Another launcher of a shared study may tag the same run
+        at the same moment (both analyse the front, both close an orphan): MLflow's batch path
+        retries the insert its rival won, where `set_tag` fails on the unique key."""
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(run_id, tags=[RunTag(key, str(value)) for key, value in tags.items()])
+
+    # --- children ---------------------------------------------------------------------------
+    def start_child(
+        self, number: int, point: Mapping, seed: int, pid: str, resolved: Mapping, design: Mapping[str, str]
+    ) -> str:
+        """A child run under the parent, named `<point name>/s<seed>`: `design` are the design's
+        descriptors (tags and params)."""
+        tags = {
+            "mlflow.runName": f"{point_name(point)}/s{seed}",
+            "mlflow.parentRunId": self.parent_id,
+            "sweep.study": self.study,
+            "sweep.launch": self.launch,
+            "sweep.role": "trial",
+            "sweep.trial": str(number),
+            "sweep.point": pid,
+            "sweep.seed": str(seed),
+            "sweep.status": "running",
+            "sweep.workers": str(resolved.get("train", {}).get("workers", 1)),  # data-parallel processes
+            **design,
+        }
+        run = self.client.create_run(self.experiment_id, tags=tags, run_name=tags["mlflow.runName"])
+        run_id = run.info.run_id
+        params = {**point, "seed": seed, **design}  # descriptors as params too: MLflow's charts read params
+        for key, value in params.items():
+            self.client.log_param(run_id, key, json.dumps(value) if not isinstance(value, str) else value)
+        self.log_text(run_id, yaml.safe_dump(dict(resolved), sort_keys=False), "config.yaml")
+        return run_id
+
+    def finish_child(self, run_id: str, status: str, metrics: Mapping[str, float], error: str = "") -> None:
+        from mlflow.entities import Metric
+
+        stamp = int(time.time() * 1000)
+        final = [
+            Metric(f"final/{key}", float(value), stamp, 0)
+            for key, value in metrics.items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+        ]
+        for i in range(0, len(final), 1000):  # one request per 1000 (MLflow's batch limit), not per metric
+            self.client.log_batch(run_id, metrics=final[i : i + 1000])
+        self.set_tags(run_id, {"sweep.status": status, **({"sweep.error": error[:4900]} if error else {})})
+        if error:
+            self.log_text(run_id, error, "error.txt")
+        mlflow_status = {"ok": "FINISHED", "pruned": "KILLED", "interrupted": "KILLED"}.get(status, "FAILED")
+        self.client.set_terminated(run_id, mlflow_status)
+
+    def close_orphans(self, keep=frozenset(), parents: bool = True) -> list[str]:
+        """Runs of this study still RUNNING from an earlier launch: marked KILLED with the reason.
+        A shared study (other launchers may be alive) keeps `keep` (the MLflow runs of its open
+        trials) and, with parents=False, every parent run."""
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`sweep.study` = '{self.study}' and attributes.status = 'RUNNING'",
+            max_results=5000,
+        )
+        closed = []
+        for run in runs:
+            if run.data.tags.get("sweep.launch") == self.launch or run.info.run_id in keep:
+                continue
+            if not parents and run.data.tags.get("sweep.role") == "parent":
+                continue
+            reason = f"interrupted: launch {run.data.tags.get('sweep.launch')} ended before this run finished"
+            self.set_tags(run.info.run_id, {"sweep.status": "interrupted", "sweep.error": reason})
+            self.client.set_terminated(run.info.run_id, "KILLED")
+            closed.append(run.info.run_id)
+        return closed
+
+    def log_text(self, run_id: str, text: str, name: str) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / name
+            path.write_text(text)
+            self.client.log_artifact(run_id, str(path))
+
+    def log_file(self, run_id: str, path: str | Path, folder: str | None = None) -> None:
+        self.client.log_artifact(run_id, str(path), folder)

@@ -1,0 +1,211 @@
+"""One trial, worker side: its TrialConfig -> trainers.fit with MLflow logging and progress reports.
+
+`execute` never raises for a failing trial: divergence (NaN/inf), out-of-memory, a trial that
+runs past its wall-clock limit (`timeout`) and any other error come back as an outcome with a
+status and the error text, so the study goes on and the driver records the failure in MLflow
+and Optuna.
+
+The wall-clock limit is a watchdog thread that raises `TrialTimeout` inside the training thread
+(`PyThreadState_SetAsyncExc`): it stops a trial stuck in Python code (a data loader waiting on
+dead workers, a polling loop); a thread blocked inside one C call (a collective that never
+returns) sees it only when that call returns.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import functools
+import math
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainers.config import TrialConfig
+
+Report = Callable[[dict[str, Any]], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialTask:
+    """Everything a worker needs for one run (frozen, picklable: it travels to Ray workers as is)."""
+
+    number: int
+    run_id: str
+    tracking_uri: str
+    config: TrialConfig  # the run's resolved trial config (its point and seed)
+    data_root: str | None = None
+    keep_checkpoint: bool = False  # log the final weights (trainers.records.CHECKPOINT_ARTIFACT)
+    timeout_s: float | None = None  # wall-clock limit of the training (None: none)
+    worker_cpus: float = 1.0  # each data-parallel worker's share (resources.cpus / gpus; Ray Train)
+    worker_gpus: float = 0.0
+
+    @property
+    def workers(self) -> int:
+        return self.config.train.workers
+
+
+class TrialTimeout(Exception):
+    """Raised inside a trial's thread when it runs past its wall-clock limit."""
+
+
+class Watchdog:
+    """Raises TrialTimeout in the thread that entered it, `seconds` later (unless it left)."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.fired = False
+        self._timer: threading.Timer | None = None
+
+    def __enter__(self):
+        if self.seconds:
+            target = threading.get_ident()
+            self._timer = threading.Timer(self.seconds, self._fire, args=(target,))
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def _fire(self, thread_id: int) -> None:
+        self.fired = True
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(TrialTimeout))
+
+    def __exit__(self, *exc):
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+@dataclasses.dataclass
+class Outcome:
+    status: str  # ok | diverged | oom | timeout | error
+    metrics: dict[str, float]
+    error: str = ""
+    wall_s: float = 0.0
+
+
+class Stopwatch:
+    """Adds up the seconds spent in the functions it wraps: the launcher's own work inside a
+    trial's `fit` (its MLflow logger, its progress reports), which a plain loop does not pay."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def timed(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+
+        return wrapper
+
+
+def scalar_metrics(source: Mapping) -> dict[str, float]:
+    out = {}
+    for key, value in source.items():
+        try:
+            number = float(value.item() if hasattr(value, "item") else value)
+        except (TypeError, ValueError, RuntimeError):
+            continue
+        out[key] = number
+    return out
+
+
+def report_callback(report: Report):
+    """A Lightning callback that hands the logged metrics to `report` after each validation."""
+    import lightning.pytorch as pl
+
+    class ReportOnValidation(pl.Callback):
+        def on_validation_end(self, trainer, pl_module):
+            if trainer.sanity_checking:
+                return
+            metrics = scalar_metrics(trainer.callback_metrics)
+            if "val_loss" in metrics:
+                report(metrics)
+
+    return ReportOnValidation()
+
+
+def default_fit():
+    import trainers
+
+    return trainers.fit
+
+
+def execute(task: TrialTask, report: Report | None = None, fit: Callable | None = None) -> Outcome:
+    from sweeps.run.trial_log import TrialLogger
+    from trainers.records import CHECKPOINT_FOLDER, CHECKPOINT_NAME
+
+    start = time.time()
+    fit = fit or default_fit()
+    config = task.config
+    logger = TrialLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
+    clock = Stopwatch()
+    if config.train.workers == 1:  # spawned data-parallel workers pickle the logger: left plain
+        for name in ("log_metrics", "log_hyperparams"):  # TrialLogger.finalize does nothing
+            setattr(logger, name, clock.timed(getattr(logger, name)))
+        report = clock.timed(report) if report is not None else None
+    callbacks = [report_callback(report)] if report is not None else []
+    folder = tempfile.TemporaryDirectory(prefix="satsweep-ckpt-") if task.keep_checkpoint else None
+    checkpoint = Path(folder.name) / CHECKPOINT_NAME if folder else None
+    watchdog = Watchdog(task.timeout_s)
+    try:
+        with watchdog:
+            fit_start = time.perf_counter()
+            metrics = scalar_metrics(
+                fit(
+                    config,
+                    loggers=[logger],
+                    callbacks=callbacks,
+                    data_root=task.data_root,
+                    checkpoint_path=checkpoint,
+                )
+                or {}
+            )
+            # what a plain loop calling trainers.fit would have paid, and the launcher's part of it
+            metrics["fit_s"] = time.perf_counter() - fit_start
+            if config.train.workers == 1:
+                metrics["logging_s"] = clock.seconds
+        if checkpoint is not None and checkpoint.is_file():  # for `python -m gates <run id>`
+            logger.experiment.log_artifact(task.run_id, str(checkpoint), artifact_path=CHECKPOINT_FOLDER)
+        bad = [k for k, v in metrics.items() if k.endswith("loss") and not math.isfinite(v)]
+        if bad:
+            return Outcome("diverged", metrics, f"{bad[0]} is {metrics[bad[0]]}", time.time() - start)
+        return Outcome("ok", metrics, "", time.time() - start)
+    except Exception as err:  # the study goes on; the driver records why this trial failed
+        if watchdog.fired:  # TrialTimeout, or what it turned into on its way out of Lightning
+            limit = f"ran past its wall-clock limit of {task.timeout_s:.0f} s (trial_timeout_s)"
+            return Outcome("timeout", {}, f"TrialTimeout: {limit}\n\n{_describe(err)}", time.time() - start)
+        return Outcome(classify(err), {}, _describe(err), time.time() - start)
+    finally:
+        if folder is not None:
+            folder.cleanup()
+
+
+def classify(err: BaseException) -> str:
+    try:
+        from trainers import TrainingDiverged
+    except ImportError:  # pragma: no cover
+        TrainingDiverged = ()  # noqa: N806
+    if TrainingDiverged and isinstance(err, TrainingDiverged):
+        return "diverged"
+    try:
+        import torch
+
+        if isinstance(err, torch.OutOfMemoryError):
+            return "oom"
+    except (ImportError, AttributeError):  # pragma: no cover
+        pass
+    if isinstance(err, MemoryError) or "out of memory" in str(err).lower():
+        return "oom"
+    return "error"
+
+
+def _describe(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}\n\n" + "".join(traceback.format_exception(err))

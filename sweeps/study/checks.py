@@ -1,0 +1,179 @@
+"""Validation of a loaded study: the rules between its sections (as it parses) and, once parsed,
+its base trial, every point and every key path it names. What its backend and the machine refuse
+is checked where runs start (`sweeps.run.backends.study_issues`), before anything is created."""
+
+from __future__ import annotations
+
+import re
+
+from arch.configtree import ConfigError, Issue, join
+from sweeps.study.downstream import downstream_issues
+from sweeps.study.paths import KeyPaths
+from sweeps.study.rungs import RUNG, without_rung
+from trainers import metrics as metrics_table
+
+
+def study_issues(study) -> list[Issue]:
+    """The rules between sections (`Study.check`): name, objectives, backend, ray, repeats, scaling
+    and margins."""
+    metrics = [o.metric for o in study.objectives]
+    issues = _name_and_objectives(study, metrics)
+    if study.ray.address is not None and (study.ray.num_cpus is not None or study.ray.num_gpus is not None):
+        issues.append(Issue("ray.num_cpus", "applies only to a local Ray (ray.address: null)"))
+    return issues + _repeats(study) + _scaling(study, metrics) + _margins(study, metrics)
+
+
+def _name_and_objectives(study, metrics: list[str]) -> list[Issue]:
+    issues = []
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", study.name):
+        issues.append(Issue("name", f"given {study.name!r}; allowed: letters, digits, '_', '-', '.'"))
+    if not metrics:
+        issues.append(Issue("objectives", "given []; allowed: at least one objective"))
+    if len(set(metrics)) != len(metrics):
+        issues.append(Issue("objectives", f"given {metrics}; each metric at most once"))
+    return issues
+
+
+def _repeats(study) -> list[Issue]:
+    """Adaptive seeds (`repeats: {min, max}`)."""
+    if not study.seeds.adaptive:
+        return []
+    issues = []
+    if study.repeats_max < study.repeats:
+        issues.append(
+            Issue("repeats.max", f"given {study.repeats_max}; allowed: at least min {study.repeats}")
+        )
+    if study.sampler.kind != "grid":
+        issues.append(Issue("repeats", f"adaptive seeds with sampler {study.sampler.kind!r}; allowed: grid"))
+    return issues
+
+
+def _scaling(study, metrics: list[str]) -> list[Issue]:
+    if study.scaling is None:
+        return []
+    issues = []
+    if "val_loss" not in metrics:
+        issues.append(
+            Issue("scaling", f"fits val_loss; allowed: objectives that include it, given {metrics}")
+        )
+    if study.sampler.kind != "grid":
+        issues.append(
+            Issue(
+                "scaling",
+                f"its rungs are grid points; allowed: sampler.kind grid, given {study.sampler.kind!r}",
+            )
+        )
+    return issues
+
+
+def _margins(study, metrics: list[str]) -> list[Issue]:
+    issues = []
+    for metric, margin in study.margins.items():
+        if metric not in metrics:
+            issues.append(
+                Issue(
+                    f"margins.{metric}",
+                    f"given {metric!r}; allowed: an objective ({', '.join(metrics)})",
+                )
+            )
+        elif not margin > 0:
+            issues.append(Issue(f"margins.{metric}", f"given {margin!r}; allowed: a number > 0"))
+    return issues
+
+
+def validate_points(study) -> list[Issue]:
+    """The base trial config and every point of the space (grid) or every choice and bound."""
+    issues: list[Issue] = _check_names(study)
+    space = study.search_space
+    issues.extend(space.check_structure("space"))
+    if issues:
+        return issues
+    try:
+        base = study.base
+    except ConfigError as err:
+        return [Issue(join("trial", i.path) if i.path else "trial", i.problem) for i in err.issues]
+    if study.sampler.kind == "grid":
+        issues.extend(space.check_grid("space", study.n_trials, study.grid))
+    points = study.grid if study.sampler.kind == "grid" else space.corners()
+    seen: set[str] = set()
+    for point in points:
+        try:
+            study.trial_config(point)
+        except ConfigError as err:
+            for issue in err.issues:
+                key = (issue.path, issue.problem)
+                if str(key) in seen:
+                    continue
+                seen.add(str(key))
+                where = space.param_for(issue.path, point) or "space"
+                shown = ", ".join(f"{k}={v!r}" for k, v in point.items())
+                issues.append(Issue(join("space", where), f"at point {{{shown}}}: trial.{issue}"))
+    for i, objective in enumerate(study.objectives):
+        if problem := metrics_table.data_issue(objective.metric, base.data.kind):
+            issues.append(Issue(f"objectives[{i}].metric", problem))
+    if study.scheduler.kind == "asha":
+        grace, smallest = study.scheduler.grace_tokens, min(study.budgets)
+        if grace is not None and grace >= smallest:
+            where = (
+                "trial.train.tokens"
+                if len(set(study.budgets)) == 1
+                else "the smallest train.tokens of the points"
+            )
+            issues.append(
+                Issue("scheduler.grace_tokens", f"given {grace}; allowed: below {where} {smallest}")
+            )
+    if study.reference is not None and study.rungs:  # a design, compared within each rung
+        issues.extend(_check_ladder_reference(study))
+    elif study.reference is not None and study.sampler.kind == "grid" and study.reference not in study.grid:
+        issues.append(
+            Issue(
+                "reference",
+                f"given {study.reference!r}; allowed: a point of the grid, e.g. {study.grid[0]!r}",
+            )
+        )
+    if not issues:
+        issues.extend(_check_paths(study))
+    return issues + downstream_issues(study)
+
+
+def _check_ladder_reference(study) -> list[Issue]:
+    """A ladder's `reference:` names a design (its params without `rung`): each rung's points are
+    compared with that design at the same rung."""
+    if RUNG in study.reference:
+        why = "a ladder compares designs within each rung; allowed: the other keys"
+        return [Issue(f"reference.{RUNG}", why)]
+    designs = [without_rung(p) for p in study.grid]
+    if study.reference not in designs:
+        allowed = f"allowed: a design of the grid (its keys without {RUNG}), e.g. {designs[0]!r}"
+        return [Issue("reference", f"given {study.reference!r}; {allowed}")]
+    return []
+
+
+def _check_names(study) -> list[Issue]:
+    """The paths that need no trial config: metrics (objectives, scheduler) and reference keys."""
+    names = KeyPaths(study.space, (), metrics_table.objective_names())
+    issues = [
+        issue
+        for i, objective in enumerate(study.objectives)
+        for issue in names.check(objective.metric, f"objectives[{i}].metric", kinds=("metric",))
+    ]
+    issues += names.check(study.scheduler.metric, "scheduler.metric", kinds=("metric",))
+    for key in study.reference or {}:
+        issues += names.check(key, f"reference.{key}", kinds=("param",))
+    return issues
+
+
+def _check_paths(study) -> list[Issue]:
+    """The paths of `space:` and of every `when:`, against the trial configs of the points (once
+    they parse): a parameter that sets nothing, or a condition on a path no trial has."""
+    paths = study.paths
+    issues = []
+    for name, param in study.space.items():
+        sets = param.sets(name)
+        for path in sets:
+            issues += paths.check(
+                path, f"space.{name}" + (f" ({path})" if sets != [name] else ""), ("trial",)
+            )
+        for key in param.when:
+            issues += paths.check(key, f"space.{name}.when.{key}", kinds=("param", "trial"))
+    return issues

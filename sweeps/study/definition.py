@@ -1,0 +1,258 @@
+"""The study spec: one YAML file -> a typed, validated `Study`.
+
+    name: gate_granularity           # required; names the MLflow experiment and results/<name>/
+    extends: base.yaml               # optional; this file overrides only what differs
+    trial: {seed, model, data, train}   # the base trial config (trainers.TrialConfig)
+    space: {<trial key path>: {choices | low/high/log/step, when}}
+    sampler: {kind: grid | random | tpe | nsga2 | gp, seed}
+    objectives: [{metric: val_loss, direction: minimize}, ...]
+    n_trials, repeats, max_concurrent, scheduler, resources, probe, backend, ray, output
+    verdicts: {level: 0.95, family: holm | none, spending: obrien_fleming | pocock}
+    margins: {val_loss: 0.01}        # per objective: within +-margin of the reference is `equivalent`
+    scaling: {sizes, tokens | tokens_per_param, token_scale, targets}   # a ladder (sweeps.study.ladder)
+
+The `Study` is the one home of what follows from its file: the parsed base trial (`base`), the
+search space over that base (`search_space`), the grid (`grid`, computed once with the trial as
+its base: validation, the point count, `--dry-run` and the launcher read this one list) and the
+resolved trial config of each point and seed (`trial_config`). Nothing else parses `study.trial`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from arch.configtree import ConfigError, Issue, dump
+from sweeps.study.checks import study_issues
+from sweeps.study.fingerprint import fingerprint
+from sweeps.study.paths import KeyPaths
+from sweeps.study.rungs import RUNG, ladder_rungs
+from sweeps.study.sections import (
+    Objective,
+    OutputConfig,
+    ProbeConfig,
+    RayConfig,
+    ResourcesConfig,
+    SamplerConfig,
+    SchedulerConfig,
+    VerdictsConfig,
+    bounded,
+    default_objectives,
+)
+from sweeps.study.seeds import Seeds
+from sweeps.study.space import Param, SearchSpace, point_id
+from trainers import metrics as metrics_table
+from trainers.config import TrialConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    name: str
+    description: str = ""
+    trial: dict[str, Any] = dataclasses.field(default_factory=dict)
+    space: dict[str, Param] = dataclasses.field(default_factory=dict)
+    sampler: SamplerConfig = SamplerConfig()
+    objectives: list[Objective] = dataclasses.field(default_factory=default_objectives)
+    # The point verdicts compare against, by its params ({model.residual: baseline}); None: the
+    # first point whose design is the baseline (kind none).
+    reference: dict[str, Any] | None = None
+    n_trials: int | None = bounded(None, ge=1)  # points to run; None: the whole grid (grid) / 20
+    repeats: int = bounded(1, ge=1)  # runs per point, seeds trial.seed + 0..repeats-1
+    # Adaptive seeds (`repeats: {min: 2, max: 8}` in YAML sets repeats = min and this): after each
+    # round, one more seed only for the points still undecided (sweeps.run.adaptive), up to max.
+    repeats_max: int | None = bounded(None, ge=1)
+    verdicts: VerdictsConfig = VerdictsConfig()
+    # Equivalence margins per objective ({val_loss: 0.01}): a point whose adjusted difference
+    # interval lies inside +-margin is `equivalent`; one it does not decide is `undecided`.
+    margins: dict[str, float] = dataclasses.field(default_factory=dict)
+    # A scaling ladder (sweeps.study.ladder): its rungs become the grid parameter RUNG at load.
+    scaling: dict[str, Any] | None = None
+    max_concurrent: int | None = bounded(None, ge=1)  # None: as many as the resources allow
+    # Wall-clock limit of one trial's training, after which it is stopped and recorded as failed
+    # (status timeout). None: 10 x the time the cost probe expects for the budget, plus 10 minutes.
+    trial_timeout_s: float | None = bounded(None, gt=0)
+    scheduler: SchedulerConfig = SchedulerConfig()
+    resources: ResourcesConfig = ResourcesConfig()
+    probe: ProbeConfig = ProbeConfig()
+    backend: str = "ray"  # a name of sweeps.run.backends.BACKENDS
+    ray: RayConfig = RayConfig()
+    output: OutputConfig = OutputConfig()
+
+    @classmethod
+    def prepare(cls, data: Mapping, path: str, issues: list[Issue]) -> dict:
+        """Shorthand: a list under a space key means {choices: [...]}."""
+        data = dict(data)
+        space = data.get("space")
+        if isinstance(space, Mapping):
+            data["space"] = {k: {"choices": v} if isinstance(v, list) else v for k, v in space.items()}
+        repeats = data.get("repeats")
+        if isinstance(repeats, Mapping):  # {min, max}: adaptive seeds
+            unknown = sorted(set(repeats) - {"min", "max"})
+            if unknown or "min" not in repeats or "max" not in repeats:
+                issues.append(
+                    Issue("repeats", f"given {dict(repeats)}; allowed: an integer or {{min: m, max: M}}")
+                )
+                return None
+            data["repeats"], data["repeats_max"] = repeats["min"], repeats["max"]
+        return _workers_into_trial(data, issues)
+
+    def check(self, path: str) -> list[Issue]:
+        return study_issues(self)
+
+    # --- derived (computed once; the frozen fields never change) ------------------------------
+    @functools.cached_property
+    def base(self):
+        """The base trial config (`trainers.TrialConfig`), parsed once (valid after loading)."""
+        return TrialConfig.from_dict(self.trial)
+
+    @functools.cached_property
+    def seeds(self) -> Seeds:
+        """The one seeds policy (sweeps.study.seeds): fixed `repeats`, or adaptive `{min, max}`."""
+        adaptive = self.repeats_max is not None
+        return Seeds(self.repeats, self.repeats_max if adaptive else self.repeats, adaptive)
+
+    @functools.cached_property
+    def rungs(self) -> list[dict]:
+        """The scaling ladder's rungs (label, overrides, params N, tokens D, flops, epochs), smallest
+        compute first; [] without `scaling:`. Filled in at load (the expansion is checked there)."""
+        if self.scaling is None:
+            return []
+        return ladder_rungs(self.scaling, self.trial, "the study")
+
+    def rung_of(self, point: Mapping) -> dict | None:
+        """The rung of a point (by its `rung` label), None without a ladder."""
+        label = point.get(RUNG)
+        return next((r for r in self.rungs if r["label"] == label), None)
+
+    @functools.cached_property
+    def search_space(self) -> SearchSpace:
+        return SearchSpace(self.space, self.trial, resolve=self._resolved_config)
+
+    @functools.cached_property
+    def grid(self) -> list[dict]:
+        """Every point of the grid sampler, in YAML order ([] for the other samplers)."""
+        return self.search_space.grid() if self.sampler.kind == "grid" else []
+
+    @functools.cached_property
+    def paths(self) -> KeyPaths:
+        """Every path this study can name (sweeps.study.paths): its parameters, the paths of its base
+        trial and of every point it can run (the grid, or the corners of a sampled space), and
+        the objective metrics. Valid once the points parse (after loading)."""
+        points = self.grid if self.sampler.kind == "grid" else self.search_space.corners()
+        trees = [self.base.to_dict(), *(self.trial_config(p).to_dict() for p in points)]
+        return KeyPaths(self.space, trees, metrics_table.objective_names())
+
+    def planned_points(self) -> list[dict]:
+        """The grid points this study runs (the first `n_trials` of the grid)."""
+        return self.grid[: self.n_points()]
+
+    def trial_config(self, point: dict, seed: int | None = None):
+        """The resolved `TrialConfig` of one point (and seed); each point is parsed once."""
+        pid = point_id(point)
+        cfg = self._point_configs.get(pid)
+        if cfg is None:
+            cfg = self._point_configs[pid] = TrialConfig.from_dict(self.search_space.apply(point))
+        return cfg if seed is None else dataclasses.replace(cfg, seed=seed)
+
+    def _resolved_config(self, point: dict):
+        """The point's trial config, or None when it does not parse (for `when:` look-ups)."""
+        try:
+            return self.trial_config(point)
+        except ConfigError:
+            return None
+
+    def seed_of(self, repeat: int) -> int:
+        return self.base.seed + repeat
+
+    @functools.cached_property
+    def _point_configs(self) -> dict:
+        return {}
+
+    @property
+    def experiment_name(self) -> str:
+        return self.output.experiment or self.name
+
+    def results_dir(self) -> Path:
+        return Path(self.output.dir).absolute() / self.name
+
+    def storage_url(self) -> str:
+        return self.output.storage or f"journal:{self.results_dir() / 'optuna.journal'}"
+
+    def mlflow_uri(self) -> str:
+        uri = self.output.mlflow_uri
+        if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+            return "sqlite:///" + str(Path(uri[len("sqlite:///") :]).absolute())
+        return uri
+
+    def n_points(self) -> int:
+        if self.n_trials is not None:
+            return self.n_trials
+        if self.sampler.kind == "grid":
+            return len(self.grid)
+        return 20
+
+    def n_runs(self) -> int:
+        """Runs the study makes at least (exactly, without adaptive seeds)."""
+        return self.n_points() * self.repeats
+
+    def n_runs_max(self) -> int:
+        return self.n_points() * self.seeds.max
+
+    def to_dict(self) -> dict[str, Any]:
+        """The study as a file would give it (a ladder as its `scaling:` section, without the
+        `rung` parameter it expands into, so that the dump loads again)."""
+        tree = dump(self)
+        if self.scaling is not None:
+            tree["space"] = {k: v for k, v in tree["space"].items() if k != RUNG}
+        return tree
+
+    def fingerprint(self) -> dict[str, str]:
+        """What defines this study's results (sweeps.study.fingerprint)."""
+        return fingerprint(self)
+
+    def trial_timeout(self, config, tokens_per_s: float | None) -> float | None:
+        """The wall-clock limit of one run (the study's, else derived from the probe's speed for
+        that run's architecture and its own budget `config.train.tokens`)."""
+        if self.trial_timeout_s is not None:
+            return self.trial_timeout_s
+        if not tokens_per_s:
+            return None
+        return 10 * config.train.tokens / tokens_per_s + 600
+
+    @functools.cached_property
+    def budgets(self) -> list[int]:
+        """The token budget of every point the study can run: the planned grid points, or every
+        corner of a sampled space (its choices and the bounds of its ranges), in that order."""
+        points = self.planned_points() if self.sampler.kind == "grid" else self.search_space.corners()
+        return [self.trial_config(p).train.tokens for p in points] or [self.base.train.tokens]
+
+    def asha_rungs(self) -> tuple[int, int]:
+        """ASHA's (grace period, horizon) in tokens. ASHA has one horizon for all trials: the
+        largest budget, so that no run is stopped before its own budget (a run with a smaller one
+        simply ends there); + 1 so that the last validation (at the budget) is not a stop. The
+        grace period defaults to an eighth of the smallest budget (load checks a given one is below it)."""
+        grace = self.scheduler.grace_tokens or max(1, min(self.budgets) // 8)
+        return grace, max(self.budgets) + 1
+
+
+def _workers_into_trial(data: dict, issues: list[Issue]) -> dict:
+    """`resources.workers` is the one home of a study's worker count: copied into the trial."""
+    resources, trial = data.get("resources"), data.get("trial")
+    train = trial.get("train") if isinstance(trial, Mapping) else None
+    if isinstance(train, Mapping) and "workers" in train:
+        issues.append(Issue("trial.train.workers", "a study sets it with resources.workers"))
+        return data
+    space = data.get("space")
+    if isinstance(space, Mapping) and "train.workers" in space:
+        issues.append(Issue("space.train.workers", "a study sets it with resources.workers (one value)"))
+        return data
+    workers = resources.get("workers", 1) if isinstance(resources, Mapping) else 1
+    if workers == 1 or not isinstance(trial if trial is not None else {}, Mapping):
+        return data  # 1 is the trial's default (and keeps older studies' fingerprints)
+    trial = copy.deepcopy(dict(trial or {}))
+    trial["train"] = {**(trial.get("train") or {}), "workers": workers}
+    return {**data, "trial": trial}

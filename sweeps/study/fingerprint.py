@@ -1,0 +1,57 @@
+"""A study's fingerprint: what defines its results, compared when a study resumes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from arch.configtree import dump
+
+# Trial keys added after studies were run, at the value that computes what they computed before.
+LATER_DEFAULTS = {
+    "trial.data.order": "windows",
+    "trial.model.residual.gate_bias": False,
+    "trial.model.residual.use_tanh": True,
+    "trial.model.residual.norm_eps": "model",
+    "trial.model.residual.sepln_layers": "all",
+    "trial.model.residual.da_norm_form": "satformer",
+    "trial.model.residual.realloc_rounding": "satformer",
+}
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, str]:
+    if isinstance(tree, Mapping) and tree:
+        out: dict[str, str] = {}
+        for key, value in tree.items():
+            out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: json.dumps(tree, sort_keys=True, default=str)}
+
+
+def fingerprint(study) -> dict[str, str]:
+    """What defines this study's results, flattened to key paths -> JSON values: the resolved
+    base trial, the space, sampler, objectives, counts, scheduler, reference and probe.
+    Not in it (changing them changes no result): max_concurrent, resources (but its workers,
+    in the trial: they change the memory of a worker), probe.max_models, backend, ray, output,
+    name and description."""
+    trial = study.base.to_dict()
+    if trial["train"]["workers"] == 1:  # the default: older studies' fingerprints stay as they were
+        del trial["train"]["workers"]
+    parts = {
+        "trial": trial,
+        "sampler": dump(study.sampler),
+        "objectives": dump(study.objectives),
+        "n_trials": study.n_trials,
+        "repeats": study.repeats,
+        **({"repeats_max": study.repeats_max} if study.repeats_max is not None else {}),  # old studies resume
+        "scheduler": dump(study.scheduler),
+        "reference": study.reference,
+        "probe": {k: v for k, v in dump(study.probe).items() if k != "max_models"},  # grouping only
+    }
+    space = {f"space.{name}": json.dumps(dump(p), sort_keys=True) for name, p in study.space.items()}
+    flat = _flatten(parts)
+    for key, default in LATER_DEFAULTS.items():  # at their defaults: older studies still resume
+        if flat.get(key) == json.dumps(default):
+            del flat[key]
+    return {**flat, **space}

@@ -1,0 +1,50 @@
+"""The default targets: the SATFormer paper's four scales (arch presets small, medium, large, xl
+with the model overrides and token budgets of studies/paper/*.yaml), N counted as the fits count
+it: non-embedding parameters of the baseline model (`non_embedding_params`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+import yaml
+
+from arch import build_model
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A scale to predict at: N (counted as the ladder counts it) and D."""
+
+    name: str
+    params: float  # N, counted as the ladder counts it
+    tokens: float  # D
+
+    @property
+    def flops(self) -> float:
+        return 6.0 * self.params * self.tokens
+
+
+PAPER = Path(__file__).resolve().parents[2] / "studies" / "paper"
+PAPER_SCALES = ("small", "medium", "large", "xl")
+
+
+def non_embedding_params(model: dict) -> int:
+    """Parameters of the model under `model:` (preset and overrides) less its vocabulary tables:
+    the token embedding and, when untied, the output head. Built on the meta device: no memory."""
+    with torch.device("meta"):
+        net = build_model(model)
+    total = sum(p.numel() for p in net.parameters())
+    tables = net.embed.weight.numel() * (1 if net.cfg.tie_embeddings else 2)
+    return int(total - tables)
+
+
+def paper_targets(folder: Path = PAPER) -> list[Target]:
+    base = yaml.safe_load((folder / "base.yaml").read_text())
+    out = []
+    for scale in PAPER_SCALES:
+        spec = yaml.safe_load((folder / f"{scale}.yaml").read_text())
+        model = {**base["trial"]["model"], **spec["trial"]["model"]}
+        out.append(Target(scale, float(non_embedding_params(model)), float(spec["trial"]["train"]["tokens"])))
+    return out
