@@ -20,9 +20,9 @@ import pytest
 from sweeps.run.launch import launch
 from sweeps.study import load_study
 from tests.cluster import services
-from tests.scaling.test_study_ladder import ladder_study, law_fit
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import mlflow_runs, write_study
+from tests.sweeps.report.scaling.test_study_ladder import ladder_study, law_fit
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]

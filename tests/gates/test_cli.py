@@ -5,13 +5,12 @@ import json
 import pytest
 
 from gates import cli as analyze
+from tests.factories import text_data, tiny_trial
 from trainers import fit
 
 TRIAL = {
-    "seed": 0,
-    "model": {"preset": "tiny", "d_model": 32, "n_layers": 3, "n_heads": 2, "d_ff": 64},
-    "data": {"kind": "text", "corpus": "shakespeare", "seq_len": 32, "max_bytes": 200_000},
-    "train": {"tokens": 20 * 8 * 32, "batch_size": 8, "eval_every": 20, "eval_batches": 2, "lr": 1e-2},
+    **tiny_trial(model={"n_layers": 3}, train={"tokens": 20 * 8 * 32, "eval_every": 20, "lr": 1e-2}),
+    "data": text_data(corpus="shakespeare", max_bytes=200_000),
 }
 
 

@@ -50,14 +50,24 @@ def _fit(config, above_final, loggers, callbacks):
             "val_loss": final["val_loss"] + above_final(step, steps, tokens),
             "tokens": tokens,
         }
-        for logger in loggers:
-            logger.log_metrics(metrics, step=step)
-        trainer = SimpleNamespace(sanity_checking=False, callback_metrics=metrics)
-        for cb in callbacks:
-            cb.on_validation_end(trainer, None)
+        evaluate(metrics, step, loggers, callbacks)
+    finish(loggers)
+    return {**final, "tokens": float(config.train.tokens)}
+
+
+def evaluate(metrics: dict, step: int, loggers=(), callbacks=()) -> None:
+    """What one evaluation of trainers.fit does for the launcher: the loggers get the metrics and
+    the callbacks their `on_validation_end` (the launcher's report to Ray Tune or Optuna)."""
+    for logger in loggers:
+        logger.log_metrics(metrics, step=step)
+    trainer = SimpleNamespace(sanity_checking=False, callback_metrics=metrics)
+    for cb in callbacks:
+        cb.on_validation_end(trainer, None)
+
+
+def finish(loggers=()) -> None:
     for logger in loggers:
         logger.finalize("success")
-    return {**final, "tokens": float(config.train.tokens)}
 
 
 class FakeProbe:

@@ -2,22 +2,25 @@
 
 import atexit
 import functools
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
+import time
+from collections import Counter
 from pathlib import Path
 
 import yaml
+from optuna.trial import TrialState
 
 from sweeps.run.storage import load_trials
 from sweeps.run.tracking import client
+from tests.factories import tiny_trial
 
-TRIAL = {
-    "model": {"preset": "tiny", "n_layers": 2, "d_model": 64, "n_heads": 2, "d_ff": 128, "max_seq_len": 32},
-    "data": {"kind": "mqar", "seq_len": 32, "vocab": 64, "num_kv_pairs": 4, "train_examples": 256,
-             "val_examples": 64},
-    "train": {"tokens": 4096, "batch_size": 8, "eval_every": 4, "eval_batches": 2, "log_every": 2,
-              "num_threads": 1},
-}  # fmt: skip
+ROOT = Path(__file__).resolve().parents[2]
+
+TRIAL = tiny_trial(model={"d_model": 64, "d_ff": 128})
 
 
 @functools.cache
@@ -70,3 +73,31 @@ def artifacts(study, run) -> list[str]:
         else:
             out.append(item.path)
     return out
+
+
+def start(path):
+    """The launcher with the stand-in fit in a subprocess (tests.sweeps.fake_launch), each run
+    taking 1.5 s, so that a signal can land mid-trial."""
+    env = {**os.environ, "FAKE_FIT_SLEEP": "1.5", "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.sweeps.fake_launch", str(path)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def wait_for_complete(study, n, proc, timeout=120):
+    """Until n runs are COMPLETE and the next one is RUNNING (so a signal lands mid-trial)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        journal = Path(study.storage_url()[len("journal:") :])
+        if journal.exists():
+            try:
+                states = Counter(t.state for t in optuna_trials(study))
+            except KeyError:  # the journal file is there, the study's record not yet
+                states = Counter()
+            if states[TrialState.COMPLETE] >= n and states[TrialState.RUNNING]:
+                time.sleep(0.3)
+                return
+        time.sleep(0.3)
+    raise AssertionError("the launch did not finish a trial in time")

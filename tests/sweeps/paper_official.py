@@ -1,5 +1,5 @@
 """The SATFormer paper's runs as its official repository defines them (github.com/SkyeGunasekaran/
-SATFormer at HEAD), written out by hand from its files as test data: tests/sweeps/test_paper_studies.py
+SATFormer at HEAD), written out by hand from its files as test data: tests/sweeps/study/test_paper_studies.py
 compares every design x scale of studies/paper/ with these rows, so a change to either side shows.
 
 Each row names its file, configs/<design>/<scale>.json. Columns: model.config_overrides' hidden_size,

@@ -19,7 +19,7 @@ from tests.sweeps.paper_official import (
     WORLD_SIZE,
 )
 
-PAPER = Path(__file__).resolve().parents[2] / "studies" / "paper"
+PAPER = Path(__file__).resolve().parents[3] / "studies" / "paper"
 
 
 @pytest.fixture(scope="module")

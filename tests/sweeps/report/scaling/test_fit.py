@@ -7,7 +7,7 @@ from sweeps.report.scaling import fitting as F
 from sweeps.report.scaling.law import Problem
 from sweeps.report.scaling.table import Ladder
 from sweeps.study.ladder import LadderError
-from tests.scaling import synthetic as syn
+from tests.sweeps.report.scaling import synthetic as syn
 
 
 @pytest.mark.parametrize(("law", "shared"), [("joint", False), ("joint", True), ("compute", True)])

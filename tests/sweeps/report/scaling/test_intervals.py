@@ -6,7 +6,7 @@ import pytest
 from sweeps.report.scaling import fitting as F
 from sweeps.report.scaling import intervals as B
 from sweeps.report.scaling.table import Ladder
-from tests.scaling import synthetic as syn
+from tests.sweeps.report.scaling import synthetic as syn
 
 
 @pytest.mark.parametrize("rungs", B.RESAMPLING)

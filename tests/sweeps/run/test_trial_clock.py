@@ -2,11 +2,11 @@
 subtracts the first and adds the second to measure the launcher's cost per trial)."""
 
 import time
-from types import SimpleNamespace
 
 from mlflow.tracking import MlflowClient
 
 from sweeps.run.worker import TrialTask, execute
+from tests.sweeps import fake_fit
 from trainers.config import TrialConfig
 
 
@@ -18,12 +18,7 @@ def test_fit_s_and_logging_s_time_the_fit_call_and_the_launchers_work_inside_it(
 
     def fit(cfg, *, loggers, callbacks, data_root, checkpoint_path):
         time.sleep(0.2)  # the training itself
-        for cb in callbacks:  # two validations, each reported to the (slow) launcher
-            cb.on_validation_end(
-                SimpleNamespace(sanity_checking=False, callback_metrics={"val_loss": 2.0}), None
-            )
-        for logger in loggers:
-            logger.log_metrics({"val_loss": 2.0}, step=1)
+        fake_fit.evaluate({"val_loss": 2.0}, 1, loggers, callbacks)  # reported to the (slow) launcher
         return {"val_loss": 2.0}
 
     task = TrialTask(number=0, run_id=run.info.run_id, tracking_uri=uri, config=config)

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from optuna.trial import TrialState
@@ -24,7 +23,7 @@ from sweeps.study.targets import non_embedding_params
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import artifacts, mlflow_runs, optuna_trials, write_study
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 SIZES = [{"d_model": 16, "d_ff": 32}, {"d_model": 32, "d_ff": 64}, {"d_model": 64, "d_ff": 128}]
 LADDER = {
     "sizes": SIZES,
@@ -47,13 +46,8 @@ def law_fit(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_path
     loss = 1.0 + 60 * n**-0.35 + 120 * config.train.tokens**-0.3 - 0.1 * gated
     loss *= 1 + 0.002 * ((config.seed * 7919 + n) % 5 - 2)
     metrics = {"val_loss": loss, "tokens": float(config.train.tokens), "peak_mem_mb": 100.0}
-    for logger in loggers:
-        logger.log_metrics(metrics, step=1)
-    trainer = SimpleNamespace(sanity_checking=False, callback_metrics=metrics)
-    for cb in callbacks:
-        cb.on_validation_end(trainer, None)
-    for logger in loggers:
-        logger.finalize("success")
+    fake_fit.evaluate(metrics, 1, loggers, callbacks)
+    fake_fit.finish(loggers)
     return {**metrics, "train_tokens_per_s": 800.0}
 
 
@@ -130,7 +124,7 @@ def test_a_ladder_launch_fits_the_completed_rungs_and_logs_them_to_the_parent(tm
     rows = list(csv.DictReader((folder / "predictions.csv").open()))
     assert [(r["design"], r["target"]) for r in rows] == [("baseline", "big"), ("sat", "big")]
     # the stand-in's gap is 0.1; five parameters a design on six rungs pin it loosely (the pipeline
-    # is tested here, the fit's accuracy in tests/scaling/test_fit.py)
+    # is tested here, the fit's accuracy in tests/sweeps/report/scaling/test_fit.py)
     assert -0.2 < float(rows[1]["diff"]) < 0 and float(rows[1]["diff_lo"]) <= float(rows[1]["diff"])
     (parent,) = mlflow_runs(study, "parent")
     files = artifacts(study, parent)
@@ -188,7 +182,7 @@ def test_too_few_completed_rungs_say_so_and_the_launch_ends_well(tmp_path, capsy
 
 @pytest.mark.slow
 def test_kill_9_and_resume_of_a_ladder_end_exactly_at_the_total(tmp_path):
-    from tests.sweeps.test_launch import wait_for_complete
+    from tests.sweeps.helpers import wait_for_complete
 
     path = ladder_study(tmp_path, repeats=1)
     study = load_study(path)
@@ -228,9 +222,7 @@ def split_fit(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_pa
         gap = 0.05 * (-1) ** config.seed if small else -0.2
     loss = 3.0 + 0.5 * small + gap + 0.01 * config.seed
     metrics = {"val_loss": loss, "tokens": float(config.train.tokens), "peak_mem_mb": 100.0}
-    trainer = SimpleNamespace(sanity_checking=False, callback_metrics=metrics)
-    for cb in callbacks:
-        cb.on_validation_end(trainer, None)
+    fake_fit.evaluate(metrics, 1, callbacks=callbacks)
     return {**metrics, "train_tokens_per_s": 800.0}
 
 

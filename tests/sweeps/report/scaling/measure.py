@@ -1,9 +1,11 @@
 """The measured example of docs/scaling/README.md: recovery, interval coverage and timing of the
-fit and the bootstrap on synthetic ladders (tests/scaling/synthetic.py: 5 sizes x 3 tokens-per-
+fit and the bootstrap on synthetic ladders (tests/sweeps/report/scaling/synthetic.py: 5 sizes x 3 tokens-per-
 parameter ratios x 3 seeds, 1% log-normal noise per run).
 
-    OMP_NUM_THREADS=1 python -m tests.scaling.measure [--draws 20] [--replicates 200] [--resample seeds]
-    OMP_NUM_THREADS=1 python -m tests.scaling.measure --against-lbfgs 500 --seed 1   # the optimiser check
+    OMP_NUM_THREADS=1 python -m tests.sweeps.report.scaling.measure [--draws 20] [--replicates 200] \
+        [--resample seeds]
+    # the optimiser check:
+    OMP_NUM_THREADS=1 python -m tests.sweeps.report.scaling.measure --against-lbfgs 500 --seed 1
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 import numpy as np
 
 from sweeps.report.scaling import fitting, intervals
-from tests.scaling import synthetic as syn
+from tests.sweeps.report.scaling import synthetic as syn
 
 TARGET = (1e7, 2e8)  # 10x the largest rung's compute, along ratio 20
 

@@ -15,8 +15,7 @@ from sweeps.run import adaptive, launch
 from sweeps.study import load_study
 from sweeps.study.space import point_id
 from tests.sweeps import fake_fit
-from tests.sweeps.helpers import mlflow_runs, optuna_trials, write_study
-from tests.sweeps.test_launch import start, wait_for_complete
+from tests.sweeps.helpers import mlflow_runs, optuna_trials, start, wait_for_complete, write_study
 
 DESIGNS = {
     "baseline": {"kind": "none"},

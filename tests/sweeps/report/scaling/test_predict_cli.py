@@ -10,7 +10,7 @@ from sweeps.report.scaling.pipeline import fit_and_predict
 from sweeps.report.scaling.predict import BEYOND, NO_CROSSOVER, parse_target
 from sweeps.scaling import main
 from sweeps.study.targets import Target
-from tests.scaling import synthetic as syn
+from tests.sweeps.report.scaling import synthetic as syn
 
 BETTER = {**syn.TRUTH, "E": 0.9}  # lower everywhere
 # Worse than the truth at small scale (larger A), better at large scale (lower E): the curves cross.

@@ -68,7 +68,7 @@ def test_targets_default_to_the_paper_scales_and_accept_mappings():
 
 
 def test_the_draft_study_expands_within_one_epoch():
-    path = Path(__file__).resolve().parents[2] / "studies" / "scaling_ladder.yaml"
+    path = Path(__file__).resolve().parents[3] / "studies" / "scaling_ladder.yaml"
     spec = yaml.safe_load(path.read_text())
     rungs = expand(spec["scaling"], BASE, str(path), 0.95 * 5.06e6)
     assert len(rungs) == 7  # four sizes, the largest at one budget

@@ -9,9 +9,9 @@ from arch.configtree import ConfigError
 from sweeps.run import launch
 from sweeps.study import load_study
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STUDIES = sorted((ROOT / "studies").glob("*.yaml"))
-BAD = sorted((Path(__file__).parent / "bad_studies").glob("*.yaml"))
+BAD = sorted((Path(__file__).parents[1] / "bad_studies").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.name)
@@ -44,7 +44,7 @@ def test_every_bad_study_exits_2_from_the_cli_and_creates_nothing(path, tmp_path
 
 def test_cli_exits_2_and_creates_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    bad = Path(__file__).parent / "bad_studies" / "gated_static_granularity.yaml"
+    bad = Path(__file__).parents[1] / "bad_studies" / "gated_static_granularity.yaml"
     assert launch.main([str(bad)]) == 2
     err = capsys.readouterr().err
     assert "space.model.residual.granularity" in err and "allowed pairs" in err
@@ -55,7 +55,7 @@ def test_safe_loader_never_executes(tmp_path):
     marker = Path("/tmp/sweeps-pwned")
     marker.unlink(missing_ok=True)
     with pytest.raises(ConfigError):
-        load_study(Path(__file__).parent / "bad_studies" / "python_tag.yaml")
+        load_study(Path(__file__).parents[1] / "bad_studies" / "python_tag.yaml")
     assert not marker.exists()
 
 

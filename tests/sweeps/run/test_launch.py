@@ -16,10 +16,10 @@ from sweeps.run.launch import launch
 from sweeps.run.tracking import client
 from sweeps.study import load_study
 from tests.sweeps import fake_fit
-from tests.sweeps.helpers import artifacts, mlflow_runs, optuna_trials, write_study
+from tests.sweeps.helpers import artifacts, mlflow_runs, optuna_trials, start, wait_for_complete, write_study
 from trainers.records import METRICS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def diverging_study(tmp_path, **extra):
@@ -107,32 +107,6 @@ def test_local_launch_records_every_run_and_survives_a_diverging_trial(tmp_path,
     assert "config.yaml" in artifacts(study, sat)
     curve = client(study.mlflow_uri()).get_metric_history(sat.info.run_id, "val_loss")
     assert len(curve) >= 4  # the curve streamed by the trainer's logger, not only the final value
-
-
-def wait_for_complete(study, n, proc, timeout=120):
-    """Until n runs are COMPLETE and the next one is RUNNING (so a signal lands mid-trial)."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        assert proc.poll() is None, proc.stdout.read()
-        journal = Path(study.storage_url()[len("journal:") :])
-        if journal.exists():
-            try:
-                states = Counter(t.state for t in optuna_trials(study))
-            except KeyError:  # the journal file is there, the study's record not yet
-                states = Counter()
-            if states[TrialState.COMPLETE] >= n and states[TrialState.RUNNING]:
-                time.sleep(0.3)
-                return
-        time.sleep(0.3)
-    raise AssertionError("the launch did not finish a trial in time")
-
-
-def start(path):
-    env = {**os.environ, "FAKE_FIT_SLEEP": "1.5", "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.sweeps.fake_launch", str(path)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
 
 
 def test_resume_after_ctrl_c_and_after_kill_9_ends_exactly_at_the_total(tmp_path):

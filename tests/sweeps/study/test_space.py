@@ -4,12 +4,9 @@ import optuna
 
 from sweeps.study import study_from_dict
 from sweeps.study.space import SearchSpace
+from tests.factories import tiny_trial
 
-TRIAL = {
-    "model": {"preset": "tiny", "n_layers": 3, "d_model": 64, "n_heads": 2, "d_ff": 128, "max_seq_len": 32},
-    "data": {"kind": "mqar", "seq_len": 32, "vocab": 64, "num_kv_pairs": 4},
-    "train": {"tokens": 4096, "batch_size": 8},
-}
+TRIAL = tiny_trial(model={"n_layers": 3, "d_model": 64, "d_ff": 128})
 
 
 def study(space, **extra):
