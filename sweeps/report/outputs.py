@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sweeps.report.fronts import is_reference
 from sweeps.study import space
-from sweeps.study.rungs import without_rung
+from sweeps.study.rungs import RUNG, without_rung
 from trainers import metrics as metrics_table
 
 
@@ -113,8 +113,6 @@ def conclusions_text(result: Mapping) -> str:
         "per rung, against the reference design at the rung's size and budget (paired over shared"
         f" seeds; verdicts and ± at {note}):"
     ]
-    from sweeps.study import RUNG
-
     rungs = result.get("rungs", {})  # {label: {params, tokens}}, in compute order
     order = list(rungs)
     for ref_id in sorted(groups, key=lambda p: _rung_order(points[p], order)):
@@ -128,8 +126,6 @@ def conclusions_text(result: Mapping) -> str:
 
 
 def _rung_order(row: Mapping, order: list) -> tuple:
-    from sweeps.study import RUNG
-
     label = row["params"].get(RUNG)
     return (order.index(label) if label in order else len(order), str(label))
 

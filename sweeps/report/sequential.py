@@ -40,7 +40,7 @@ import math
 import numpy as np
 
 SPENDING = ("obrien_fleming", "pocock")
-NAIVE = "naive"  # every look at the full level: the rule before this module (calibration only)
+NAIVE = "naive"  # every look at the full level, no spending (calibration only: what it costs)
 SIMULATIONS = 300_000  # null studies behind each boundary table
 MIN_TAIL = 40  # fewer simulated crossings than this: the look's marginal t quantile instead
 GRID = np.geomspace(1e-6, 0.5, 61)  # the levels a boundary table holds (interpolated in log)

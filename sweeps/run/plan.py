@@ -29,6 +29,7 @@ import warnings
 import optuna
 from optuna.trial import TrialState
 
+from arch.configtree import ConfigError, Issue
 from sweeps.run import adaptive
 from sweeps.run import storage as storages
 from sweeps.study import Study, samplers
@@ -110,8 +111,6 @@ class Plan:
         """Refuses to resume a study whose defining parts changed since runs of it finished
         (one front would mix two experiments): ConfigError naming the changed keys. Records the
         fingerprint while the study has no finished run."""
-        from arch.configtree import ConfigError, Issue
-
         now = self.study.fingerprint()
         before = self.optuna.user_attrs.get("fingerprint")
         if before is None or not self.done():

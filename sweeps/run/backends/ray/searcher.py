@@ -15,6 +15,7 @@ import time
 
 from sweeps.run.backends.ray.outcome import outcome_of
 from sweeps.run.backends.ray.train import PLACEMENT_GROUP, free_placement_group
+from sweeps.run.plan import WAIT
 from sweeps.run.worker import Outcome
 
 # How often a launcher with nothing to claim looks again (at once when one of its own runs ends).
@@ -37,8 +38,6 @@ def searcher_class():
             self.next_look = 0.0
 
         def suggest(self, trial_id: str):
-            from sweeps.run.plan import WAIT
-
             if self.asked >= self.limit:
                 return Searcher.FINISHED
             if time.time() < self.next_look:
@@ -75,7 +74,7 @@ def searcher_class():
             values = self.driver.end(run, outcome)
             self.tell(run, outcome, values)
             # One of this launcher's own runs ended: the next round of adaptive seeds may be
-            # decided now. Look at once (waiting out WAIT_POLL_S cost ~5 s a round).
+            # decided now. Look at once rather than wait out WAIT_POLL_S (docs/bench/test_suite.md).
             self.next_look = 0.0
 
         def tell(self, run, outcome: Outcome, values) -> None:

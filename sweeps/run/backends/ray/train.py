@@ -21,6 +21,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from sweeps.run.tracking import client
+from sweeps.run.worker import report_callback
+from trainers.distributed import COLLECTIVE_TIMEOUT
+from trainers.errors import TrainingDiverged
+from trainers.records import CHECKPOINT_FOLDER, CHECKPOINT_NAME
+
 DIVERGED = "sweep_diverged"  # rank 0's return value when the run diverged: {DIVERGED: [step, value]}
 PLACEMENT_GROUP = "ray_train_placement_group"  # in every report: the workers' placement group (hex id)
 
@@ -38,9 +44,6 @@ def fit_on_ray_train(task, report_to_tune: bool = True):
     def fit(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_path=None):
         from ray.train import RunConfig, ScalingConfig
         from ray.train.torch import TorchConfig, TorchTrainer
-
-        from trainers.distributed import COLLECTIVE_TIMEOUT
-        from trainers.errors import TrainingDiverged
 
         if callbacks:
             raise ValueError("a Ray Train trial reports through its workers (report_to_tune), not callbacks")
@@ -98,10 +101,7 @@ def train_worker(config: dict) -> dict | None:
     final metrics."""
     import ray.train
 
-    from sweeps.run.worker import report_callback
-    from trainers.errors import TrainingDiverged
-    from trainers.fit import fit_process
-    from trainers.records import CHECKPOINT_FOLDER, CHECKPOINT_NAME
+    from trainers.fit import fit_process  # Lightning: imported by the workers, not by the launcher
 
     cfg = config["config"]
     rank = ray.train.get_context().get_world_rank()
@@ -125,8 +125,6 @@ def train_worker(config: dict) -> dict | None:
         except TrainingDiverged as err:  # every worker sees it at the same step (the loss is global)
             return {DIVERGED: [err.step, err.value]} if rank == 0 else None
         if rank == 0 and checkpoint is not None and checkpoint.is_file():
-            from sweeps.run.tracking import client
-
             client(config["tracking_uri"]).log_artifact(
                 config["run_id"], str(checkpoint), artifact_path=CHECKPOINT_FOLDER
             )
@@ -141,8 +139,6 @@ def tag_worker_nodes(rank: int, tracking_uri: str, run_id: str) -> None:
     nodes = [None] * dist.get_world_size()
     dist.all_gather_object(nodes, ray.get_runtime_context().get_node_id())
     if rank == 0:
-        from sweeps.run.tracking import client
-
         client(tracking_uri).set_tag(run_id, "ray.worker_nodes", ",".join(nodes))
 
 

@@ -14,6 +14,8 @@ import os
 
 from sweeps.run.backends.ray.outcome import final_report
 from sweeps.run.backends.ray.thread import on_training_thread
+from sweeps.run.backends.ray.train import fit_on_ray_train
+from sweeps.run.tracking import client
 from sweeps.run.worker import TrialTask, execute
 
 
@@ -23,8 +25,6 @@ def trainable(config: dict, fit=None) -> None:
     task: TrialTask = config["task"]
     tag_node(task)
     if task.workers > 1 and fit is None:  # data-parallel: Ray Train's workers, reporting through it
-        from sweeps.run.backends.ray.train import fit_on_ray_train
-
         outcome = execute(task, fit=fit_on_ray_train(task))
     else:
         outcome = on_training_thread(execute, task, report=tune.report, fit=fit)
@@ -36,8 +36,6 @@ def tag_node(task: TrialTask) -> None:
     import socket
 
     import ray
-
-    from sweeps.run.tracking import client
 
     try:
         c = client(task.tracking_uri)
