@@ -35,7 +35,7 @@ from gates.categories import categorize, gate_by_category
 from gates.gate_stats import collect_gates, gate_statistics, summary_rows
 from gates.interventions import mean_loss, run_interventions
 from trainers.config import TextDataConfig, TrialConfig
-from trainers.data import build_datamodule
+from trainers.data.build import build_datamodule
 from trainers.records import CHECKPOINT_ARTIFACT, DEFAULT_TRACKING_URI
 
 
