@@ -8,7 +8,7 @@ machine drift cancels out in the per-round ratios:
   wall time and per second of this process's CPU time (`cpu x`: robust when other work shares
   the machine; on CUDA only the wall time means anything);
 - forward tokens/s: inference forward under no_grad;
-- peak memory of a training step, exact (`trainers.costs.StepMemoryMeter`, the definition the
+- peak memory of a training step, exact (`trainers.step_memory.StepMemoryMeter`, the definition the
   trials use: live tensors at the step's peak, from the CUDA allocator or from the profiler's
   allocation events on CPU), with its activation part, measured once per design;
 - parameters (total, added by the design), model FLOPs per token (6N + attention term) and the
@@ -38,15 +38,10 @@ import time
 import torch
 
 from bench import reference
-from trainers.costs import (
-    MIB,
-    StepMemoryMeter,
-    SyntheticStep,
-    flops_per_token,
-    synthetic_step,
-    synthetic_step_of,
-)
+from trainers.flops import flops_per_token
 from trainers.host import keep_freed_memory
+from trainers.step_memory import MIB, StepMemoryMeter
+from trainers.synthetic_step import SyntheticStep, synthetic_step, synthetic_step_of
 from trainers.timing import interleaved, sync
 
 # One representative configuration per design family (the SATFormer paper's forms first: its

@@ -188,7 +188,8 @@ def step_peak(device: str) -> int:
     """Peak bytes of SATFormer mini's second fp32 training step on `device`, by the project's meter."""
     import torch
 
-    from trainers.costs import StepMemoryMeter, synthetic_step
+    from trainers.step_memory import StepMemoryMeter
+    from trainers.synthetic_step import synthetic_step
 
     shape = SCALES["mini"]
     model = {"preset": shape["preset"], "vocab_size": VOCAB, "residual": FAMILIES["satformer"]}
