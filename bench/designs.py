@@ -37,9 +37,13 @@ import time
 
 import torch
 
+from arch import ModelConfig
 from bench import reference
+from sweeps.report.stats import median_interval
+from trainers.config import TrainConfig
 from trainers.flops import flops_per_token
 from trainers.host import keep_freed_memory
+from trainers.optim import fusable
 from trainers.step_memory import MIB, StepMemoryMeter
 from trainers.synthetic_step import SyntheticStep, synthetic_step, synthetic_step_of
 from trainers.timing import interleaved, sync
@@ -117,10 +121,6 @@ def reference_features(name: str) -> tuple[str, ...] | None:
 def reference_step(args, device, autocast_dtype, mark, features=()) -> SyntheticStep:
     """The reference GPT's training step, built like `synthetic_step` builds a design's (seed 0,
     AdamW with the trainer's defaults, decay on the matrices, a seed-0 batch)."""
-    from arch import ModelConfig
-    from trainers.config import TrainConfig
-    from trainers.optim import fusable
-
     torch.manual_seed(0)
     model = reference.like(ModelConfig.from_dict(model_config(args, {"kind": "none"})), features).to(device)
     train = TrainConfig()
@@ -204,8 +204,6 @@ def measure(names, args, device, autocast_dtype) -> dict[str, list[dict]]:
 def summarize(rounds: dict[str, list[dict]], peak_flops: float) -> dict[str, dict]:
     """Medians per design, and per-round ratios to the baseline (median, min-max spread and the
     95% order-statistic interval of the median: `sweeps.report.stats.median_interval`)."""
-    from sweeps.report.stats import median_interval
-
     base = rounds["baseline"]
     out = {}
     for name, rs in rounds.items():

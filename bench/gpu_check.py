@@ -155,6 +155,8 @@ def write_shards(folder: Path) -> str:
 
 
 def _fit(tree: dict) -> dict[str, float]:
+    # Lazy: Lightning and torch load only where CUDA is, not to answer "no CUDA" (exit 2) or for
+    # the pure helpers the CPU tests import.
     from trainers import TrialConfig, fit
 
     return fit(TrialConfig.from_dict(tree))
@@ -188,6 +190,7 @@ def step_peak(device: str) -> int:
     """Peak bytes of SATFormer mini's second fp32 training step on `device`, by the project's meter."""
     import torch
 
+    # Lazy, as in `_fit`: torch loads only where the checks run.
     from trainers.step_memory import StepMemoryMeter
     from trainers.synthetic_step import synthetic_step
 
