@@ -1,7 +1,7 @@
 """`python -m bench.gpu_check` (`make gpu-check`): the CUDA paths of the project, checked in one run
-of at most five minutes on one GPU. None of them has run on a GPU before this script: CPU tests
-cover everything else. It prints one table and exits 0 when every check passed, 1 when one failed
-(or the time budget cut it short), 2 on a machine without CUDA (nothing is run there).
+of at most five minutes on one GPU: the paths the CPU tests cannot reach. It prints one table and
+exits 0 when every check passed, 1 when one failed (or the time budget cut it short), 2 on a
+machine without CUDA (nothing is run there).
 
 Checks, in order (`CHECKS`):
 - trials: a short training trial (trainers.fit, precision bf16-true, synthetic token shards) per

@@ -92,7 +92,7 @@ def reduce_over_workers(metrics: dict[str, float]) -> dict[str, float]:
 def close_process_group() -> None:
     """Waits for every worker, then destroys the process group. A gloo group left to the
     interpreter's exit aborts the process now and then ("terminate called without an active
-    exception", SIGABRT: 3 of 15 two-worker runs measured here) although its run was complete."""
+    exception", SIGABRT; how often: docs/bench/README.md) although its run was complete."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
