@@ -8,7 +8,7 @@ machine drift cancels out in the per-round ratios:
   wall time and per second of this process's CPU time (`cpu x`: robust when other work shares
   the machine; on CUDA only the wall time means anything);
 - forward tokens/s: inference forward under no_grad;
-- peak memory of a training step, exact (`trainers.costs.StepMemoryMeter`, the definition the
+- peak memory of a training step, exact (`trainers.step_memory.StepMemoryMeter`, the definition the
   trials use: live tensors at the step's peak, from the CUDA allocator or from the profiler's
   allocation events on CPU), with its activation part, measured once per design;
 - parameters (total, added by the design), model FLOPs per token (6N + attention term) and the
@@ -37,30 +37,26 @@ import time
 
 import torch
 
+from arch import ModelConfig
+from arch.paper_designs import BASELINE, PAPER_DESIGNS
 from bench import reference
-from trainers.costs import (
-    MIB,
-    StepMemoryMeter,
-    SyntheticStep,
-    flops_per_token,
-    synthetic_step,
-    synthetic_step_of,
-)
+from sweeps.report.stats import median_interval
+from trainers.config import TrainConfig
+from trainers.flops import flops_per_token
 from trainers.host import keep_freed_memory
+from trainers.optim import fusable
+from trainers.step_memory import MIB, StepMemoryMeter
+from trainers.synthetic_step import SyntheticStep, synthetic_step, synthetic_step_of
 from trainers.timing import interleaved, sync
 
-# One representative configuration per design family (the SATFormer paper's forms first: its
-# ResFormer baseline is `coefficient: softmax`); `--designs` picks a subset.
+# The SATFormer paper's forms (`arch.paper_designs`) first, then other representative
+# configurations of each family; `--designs` picks a subset.
 DESIGNS = {
-    "baseline": {"kind": "none"},
-    "resformer": {"kind": "value_residual", "mode": "static", "coefficient": "softmax"},
+    **PAPER_DESIGNS,
     "resformer_fixed": {"kind": "value_residual", "mode": "static"},
     "resformer_learned": {"kind": "value_residual", "mode": "static", "coefficient": "learned"},
-    "satformer": {"kind": "value_residual", "mode": "gated", "granularity": "token_head"},
     "satformer_token": {"kind": "value_residual", "mode": "gated", "granularity": "token"},
-    "denseformer": {"kind": "denseformer"},
-    "muddformer": {"kind": "muddformer"},
-    "muddformer_paper": {"kind": "muddformer", "preset": "satformer_paper"},
+    "muddformer_default": {"kind": "muddformer"},
     "hc_static": {"kind": "hyper_connections", "mode": "static", "expansion_rate": 4},
     "hc_dynamic": {"kind": "hyper_connections", "mode": "dynamic", "expansion_rate": 4},
 }
@@ -122,10 +118,6 @@ def reference_features(name: str) -> tuple[str, ...] | None:
 def reference_step(args, device, autocast_dtype, mark, features=()) -> SyntheticStep:
     """The reference GPT's training step, built like `synthetic_step` builds a design's (seed 0,
     AdamW with the trainer's defaults, decay on the matrices, a seed-0 batch)."""
-    from arch import ModelConfig
-    from trainers.config import TrainConfig
-    from trainers.optim import fusable
-
     torch.manual_seed(0)
     model = reference.like(ModelConfig.from_dict(model_config(args, {"kind": "none"})), features).to(device)
     train = TrainConfig()
@@ -209,9 +201,7 @@ def measure(names, args, device, autocast_dtype) -> dict[str, list[dict]]:
 def summarize(rounds: dict[str, list[dict]], peak_flops: float) -> dict[str, dict]:
     """Medians per design, and per-round ratios to the baseline (median, min-max spread and the
     95% order-statistic interval of the median: `sweeps.report.stats.median_interval`)."""
-    from sweeps.report.stats import median_interval
-
-    base = rounds["baseline"]
+    base = rounds[BASELINE]
     out = {}
     for name, rs in rounds.items():
         med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
@@ -297,7 +287,7 @@ def target_lines(summary, meta) -> list[str]:
             " implementation; against reference, the architecture too"
         )
     if meta["preset"] == "mini" and meta["precision"] == "fp32":  # fp32: the CPU path (CUDA autocasts)
-        mfu = summary["baseline"]["mfu"]
+        mfu = summary[BASELINE]["mfu"]
         ok = mfu >= MFU_AT_MINI_ON_CPU
         lines.append(f"target baseline MFU at mini on CPU: {mfu:.1%} (>= {MFU_AT_MINI_ON_CPU:.0%}): "
                      f"{'met' if ok else 'MISSED'}")  # fmt: skip
@@ -321,7 +311,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     names = [n.strip() for n in args.designs.split(",") if n.strip()]
     unknown = [n for n in names if n not in DESIGNS and reference_features(n) is None]
-    if unknown or "baseline" not in names:
+    if unknown or BASELINE not in names:
         print(
             f"--designs: unknown {unknown}; allowed: {', '.join(DESIGNS)}, {REFERENCE}[+feature...] with"
             f" features {', '.join(reference.FEATURES)} (baseline required)"

@@ -1,12 +1,13 @@
 """`python -m bench.gpu_check` (`make gpu-check`): the CUDA paths of the project, checked in one run
-of at most five minutes on one GPU. None of them has run on a GPU before this script: CPU tests
-cover everything else. It prints one table and exits 0 when every check passed, 1 when one failed
-(or the time budget cut it short), 2 on a machine without CUDA (nothing is run there).
+of at most five minutes on one GPU: the paths the CPU tests cannot reach. It prints one table and
+exits 0 when every check passed, 1 when one failed (or the time budget cut it short), 2 on a
+machine without CUDA (nothing is run there).
 
 Checks, in order (`CHECKS`):
 - trials: a short training trial (trainers.fit, precision bf16-true, synthetic token shards) per
-  design family at presets mini and small; tokens/s as ratios to the baseline and to SATFormer (the
-  paper's throughput table at small scale: Hyper-Connections and MUDDFormer against SATFormer);
+  paper design (`arch.paper_designs`) at presets mini and small; tokens/s as ratios to the baseline
+  and to SATFormer (the paper's throughput table at small scale: Hyper-Connections and MUDDFormer
+  against SATFormer);
 - memory: one SATFormer training step (fp32, the same model, batch and seed) measured by the CUDA
   allocator and by the CPU meter (the profiler's allocation events, what every CPU figure of this
   project uses), side by side; they should agree up to kernel workspaces (`MEMORY_TOLERANCE`);
@@ -29,6 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from arch.paper_designs import BASELINE, PAPER_DESIGNS
+
 REPO = Path(__file__).resolve().parents[1]
 BUDGET_S = 300.0  # the whole run, on one GPU
 NEEDS_CUDA = "bench.gpu_check needs CUDA: torch sees no CUDA device on this machine (nothing was run)"
@@ -41,31 +44,6 @@ SCALES = {
     "small": {"preset": "small", "seq_len": 1024, "batch_size": 8},
 }
 STEPS = 30  # optimizer steps of a trial (the throughput meter skips the first ones)
-# The paper study's forms of each family (studies/paper/base.yaml).
-FAMILIES = {
-    "baseline": {"kind": "none"},
-    "resformer": {
-        "kind": "value_residual",
-        "mode": "static",
-        "granularity": "layer",
-        "coefficient": "softmax",
-    },
-    "satformer": {
-        "kind": "value_residual",
-        "mode": "gated",
-        "granularity": "token_head",
-        "activation": "relu",
-    },
-    "denseformer": {"kind": "denseformer", "dilation": 1, "period": 1},
-    "muddformer": {"kind": "muddformer", "preset": "satformer_paper"},
-    "hyper_connections": {
-        "kind": "hyper_connections",
-        "expansion_rate": 4,
-        "mode": "dynamic",
-        "norm_eps": "torch_default",
-        "out_proj_scale": "inv_sqrt_n",
-    },
-}
 
 
 @dataclasses.dataclass
@@ -122,12 +100,12 @@ def trial_tree(residual: dict, scale: str, shards: str, **train) -> dict:
 
 def two_trial_study(shards: str, out: str) -> dict:
     """The study the ray check launches: baseline and SATFormer at mini, one GPU a trial."""
-    tree = trial_tree(FAMILIES["baseline"], "mini", shards)
+    tree = trial_tree(PAPER_DESIGNS[BASELINE], "mini", shards)
     del tree["model"]["residual"]
     return {
         "name": "gpu_check_ray",
         "trial": tree,
-        "space": {"model.residual": {"choices": {k: FAMILIES[k] for k in ("baseline", "satformer")}}},
+        "space": {"model.residual": {"choices": {k: PAPER_DESIGNS[k] for k in (BASELINE, "satformer")}}},
         "sampler": {"kind": "grid"},
         "backend": "ray",
         "ray": {"num_cpus": 4, "num_gpus": 1},
@@ -155,6 +133,8 @@ def write_shards(folder: Path) -> str:
 
 
 def _fit(tree: dict) -> dict[str, float]:
+    # Lazy: Lightning (trainers' package face loads it) only where CUDA is, not to answer "no CUDA"
+    # (exit 2) or for the pure helpers the CPU tests import.
     from trainers import TrialConfig, fit
 
     return fit(TrialConfig.from_dict(tree))
@@ -164,12 +144,12 @@ def check_trials(shards: str) -> list[Result]:
     out = []
     for scale in SCALES:
         metrics = {}
-        for family, residual in FAMILIES.items():
+        for family, residual in PAPER_DESIGNS.items():
             try:
                 metrics[family] = _fit(trial_tree(residual, scale, shards))
             except Exception as err:  # noqa: BLE001  (reported in the table, the run goes on)
                 out.append(Result("trials", f"{scale}/{family}", False, note=f"{type(err).__name__}: {err}"))
-        base = metrics.get("baseline", {}).get("train_tokens_per_s", 0.0)
+        base = metrics.get(BASELINE, {}).get("train_tokens_per_s", 0.0)
         sat = metrics.get("satformer", {}).get("train_tokens_per_s", 0.0)
         for family, m in metrics.items():
             speed, loss = m.get("train_tokens_per_s", math.nan), m.get("val_loss", math.nan)
@@ -188,10 +168,12 @@ def step_peak(device: str) -> int:
     """Peak bytes of SATFormer mini's second fp32 training step on `device`, by the project's meter."""
     import torch
 
-    from trainers.costs import StepMemoryMeter, synthetic_step
+    # Lazy, as in `_fit`: Lightning loads only where the checks run.
+    from trainers.step_memory import StepMemoryMeter
+    from trainers.synthetic_step import synthetic_step
 
     shape = SCALES["mini"]
-    model = {"preset": shape["preset"], "vocab_size": VOCAB, "residual": FAMILIES["satformer"]}
+    model = {"preset": shape["preset"], "vocab_size": VOCAB, "residual": PAPER_DESIGNS["satformer"]}
     meter = StepMemoryMeter(torch.device(device))
     built = synthetic_step(
         model, shape["batch_size"], shape["seq_len"], torch.device(device), mark=meter.backward_starts
@@ -236,7 +218,7 @@ def _paired(check: str, name: str, trees: dict[str, dict]) -> tuple[Result, dict
 
 def check_precision(shards: str) -> list[Result]:
     trees = {
-        p: trial_tree(FAMILIES["satformer"], "small", shards, precision=p)
+        p: trial_tree(PAPER_DESIGNS["satformer"], "small", shards, precision=p)
         for p in ("bf16-mixed", "bf16-true")
     }
     result, mixed, true = _paired("precision", "small/satformer", trees)
@@ -249,7 +231,7 @@ def check_precision(shards: str) -> list[Result]:
 
 def check_compile(shards: str) -> list[Result]:
     trees = {
-        mode: trial_tree(FAMILIES["satformer"], "mini", shards, compile=mode == "compiled")
+        mode: trial_tree(PAPER_DESIGNS["satformer"], "mini", shards, compile=mode == "compiled")
         for mode in ("eager", "compiled")
     }
     return [_paired("compile", "mini/satformer", trees)[0]]

@@ -26,6 +26,15 @@ import argparse
 import os
 
 import numpy as np
+import torch
+from optuna.trial import TrialState
+
+from sweeps.run.dry_run import effective_tokens
+from sweeps.run.probe import _warm_step
+from sweeps.run.storage import load_trials
+from sweeps.study import load_study
+from sweeps.study.architecture import architecture
+from trainers.timing import interleaved
 
 
 def main(argv=None) -> int:
@@ -37,16 +46,7 @@ def main(argv=None) -> int:
     p.add_argument("--from-runs", action="store_true", help="fit to the study's completed trials")
     args = p.parse_args(argv)
     if args.from_runs:
-        from sweeps.study import load_study
-
         return from_runs(load_study(args.study))
-
-    import torch
-
-    from sweeps.run.probe import _warm_step
-    from sweeps.study import load_study
-    from sweeps.study.architecture import architecture
-    from trainers.timing import interleaved
 
     study = load_study(args.study)
     print(f"load before: {os.getloadavg()}", flush=True)
@@ -81,11 +81,6 @@ def main(argv=None) -> int:
 
 def from_runs(study) -> int:
     """Least squares of wall = start + c0 T + c1 N T over the study's completed trials."""
-    from optuna.trial import TrialState
-
-    from sweeps.run.dry_run import effective_tokens
-    from sweeps.run.storage import load_trials
-
     rows = []
     for t in load_trials(study.name, study.storage_url()):
         if t.state != TrialState.COMPLETE or t.datetime_complete is None:

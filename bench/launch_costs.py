@@ -27,6 +27,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from sweeps.report.analysis import report_fronts
+from sweeps.run import launch as launch_module
+from sweeps.run.probe import Probe
+from sweeps.run.storage import load_trials
+from sweeps.run.tracking import Tracker
+from sweeps.study import load_study
+
 # What the fronts step spends its time on: (label, function name as the profile shows it).
 PARTS = (
     ("statistics (p_front bootstrap)", "p_front"),
@@ -70,8 +77,6 @@ class Clock:
 
 
 def study_in(folder: Path, args):
-    from sweeps.study import load_study
-
     where = [f"output.dir={folder / 'results'}", f"output.mlflow_uri=sqlite:///{folder}/m.db"]
     return load_study(args.study, [*args.overrides, *where])
 
@@ -97,13 +102,11 @@ def pareto_files(study) -> dict:
 
 
 def run_launch(args, out: dict) -> int:
-    from sweeps.run import launch as launch_module
-
     folder = Path(tempfile.mkdtemp(prefix="launch-costs-"))
     study = study_in(folder, args)
-    report_fronts = launch_module.report_fronts
+    unprofiled = launch_module.report_fronts
     launch_module.report_fronts = lambda study, trials, **kw: profiled_fronts(
-        out, report_fronts, study=study, trials=trials, **kw
+        out, unprofiled, study=study, trials=trials, **kw
     )
     probe_class = launch_module.Probe
 
@@ -120,8 +123,6 @@ def run_launch(args, out: dict) -> int:
 
 
 def run_probe(args, out: dict) -> int:
-    from sweeps.run.probe import Probe
-
     study = study_in(Path(tempfile.mkdtemp(prefix="launch-costs-probe-")), args)
     import torch  # noqa: F401  (imported before a launch's probe too)
 
@@ -132,10 +133,6 @@ def run_probe(args, out: dict) -> int:
 
 
 def run_fronts(args, out: dict) -> int:
-    from sweeps.report.analysis import report_fronts
-    from sweeps.run.storage import load_trials
-    from sweeps.run.tracking import Tracker
-
     if args.results is None:
         raise SystemExit("fronts: --results DIR (the folder a `launch` run printed) is required")
     study = study_in(Path(args.results), args)

@@ -8,8 +8,8 @@ imports and start-up are paid the same way a user pays them, one trial at a time
 - launcher, backend ray: the same through Ray Tune (starts a local Ray).
 
 The launcher's cost per trial (what grows with the study) is measured inside each launch, so
-that the machine's drift cannot pass for it (on this 2-core machine a direct trial took 35, 24
-and 22 s in three runs of the same command: as much as the quantity measured). For every trial
+that the machine's drift cannot pass for it (a direct trial's time moves between runs of the same
+command by as much as the quantity measured: docs/bench/README.md). For every trial
 after the first, from the MLflow child runs:
 
     per-trial cost = (cycle - fit_s)   previous trial's end to this one's, less its `fit` call
@@ -28,8 +28,8 @@ Also reported, for context, the plain comparison: launcher cycle minus the direc
 time, which drift moves. Fixed cost (once per launch): the rest of the wall time, against the
 direct loop's start-up; the launcher's includes MLflow's new database, the cost probe, Ray's
 start and the fronts. Writes the numbers as JSON (`--json`). Every launch uses a fresh temporary
-results folder, MLflow database and Optuna journal. Target (issue 12): < 2 s per trial and < 5%
-of a 60 s trial.
+results folder, MLflow database and Optuna journal. Target: < 2 s per trial and < 5% of a
+60 s trial.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ shapes alone), so the runs pair by seed. Reports:
 
 Patch files (bench/patches/): `reference_model` (the plain `bench.reference` GPT with rmsnorm,
 rope, swiglu in the backbone's place: `--before HEAD --after HEAD --after-patch
-bench/patches/reference_model.py`), `rotate_half_permuted` (issue 31's paired experiment), and
+bench/patches/reference_model.py`), `rotate_half_permuted` (the rotary layout's paired experiment), and
 the rounding controls `one_ulp_qk` and `heads_reversed`: the same model with only float rounding
 changed, the yardstick for how far rounding alone moves a seed's final loss
 (docs/bench/rotary_layout.md).

@@ -20,6 +20,7 @@ sys.path[0] = os.getcwd()
 def main(spec: dict) -> dict:
     if spec.get("patch"):
         runpy.run_path(spec["patch"], run_name="__patch__")
+    # After the patch: a `from X import Y` in trainers binds what the patch put there.
     from trainers.fit import fit
 
     start = time.perf_counter()

@@ -35,7 +35,11 @@ from gates.categories import categorize, gate_by_category
 from gates.gate_stats import collect_gates, gate_statistics, summary_rows
 from gates.interventions import mean_loss, run_interventions
 from trainers.config import TextDataConfig, TrialConfig
-from trainers.data import build_datamodule
+from trainers.data.build import build_datamodule
+from trainers.data.cache import cache_root
+from trainers.data.corpora import load_corpus
+from trainers.data.text import split
+from trainers.data.tokenizer import make_tokenizer
 from trainers.records import CHECKPOINT_ARTIFACT, DEFAULT_TRACKING_URI
 
 
@@ -88,11 +92,6 @@ def token_decoder(cfg: TrialConfig, data_root):
         return None
     if cfg.data.tokenizer == "byte":
         return lambda t: bytes([t]).decode("latin-1")
-    from trainers.data.cache import cache_root
-    from trainers.data.corpora import load_corpus
-    from trainers.data.text import split
-    from trainers.data.tokenizer import make_tokenizer
-
     train_bytes, _ = split(
         load_corpus(cfg.data.corpus, cfg.data.path, cfg.data.max_bytes), cfg.data.val_fraction
     )

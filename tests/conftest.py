@@ -24,9 +24,10 @@ def pytest_collection_modifyitems(config, items):
     items[:] = [item for item in items if _on_ray(item)] + [item for item in items if not _on_ray(item)]
     result = yield
     if getattr(config.option, "loadgroup", False):
-        # xdist (3.8) names a test's group by setting item._nodeid, which pytest 9.2 no longer
-        # reads (the id lives in item._id): the scheduler then saw no group and split the Ray tests
-        # over both workers, each starting its own Ray. Name it as xdist means to: "<nodeid>@group".
+        # Name the group as xdist means to ("<nodeid>@group") where pytest reads a node's id
+        # (item._id): xdist's own naming sets item._nodeid, which the pinned pytest does not read,
+        # so its scheduler would split the Ray tests over both workers, each starting its own Ray
+        # (the versions: docs/bench/test_suite.md).
         from _pytest.nodeid import NodeId
 
         for item in items:

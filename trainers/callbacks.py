@@ -11,7 +11,9 @@ import time
 import lightning.pytorch as pl
 import torch
 
-from trainers.costs import MIB, PeakMeter, StepMemoryMeter, ddp_bucket_bytes, flops_per_token
+from trainers.flops import flops_per_token
+from trainers.peak_meter import PeakMeter
+from trainers.step_memory import MIB, StepMemoryMeter, ddp_bucket_bytes
 
 
 class ModelStats(pl.Callback):
@@ -96,7 +98,7 @@ class StepMemory(pl.Callback):
     """`peak_mem_mb`: the exact peak of live tensor memory over one training step, and its breakdown
     (`mem_params_mb`, `mem_grads_mb`, `mem_optimizer_mb`, `mem_activations_mb`), measured once on
     optimizer step `measure_step` (default 1: after the warm-up step that creates the optimizer
-    state; 0 for one-step runs) with `trainers.costs.StepMemoryMeter`. The same architecture and
+    state; 0 for one-step runs) with `trainers.step_memory.StepMemoryMeter`. The same architecture and
     batch shape give the same bytes whatever the seed. `rss_peak_mb`: the process's peak resident
     set size over training (CPU; the allocator peak on CUDA), for information only.
 

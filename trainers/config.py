@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from arch import ModelConfig
 from arch.configtree import ConfigError, Issue, dump, join, parse, variant_by_kind
+from trainers.data.corpora import CORPORA
+from trainers.decay_groups import GROUPS
 
 
 def _at_least(default, bound=1):
@@ -32,9 +34,6 @@ class DataConfig:
 
     @classmethod
     def resolve_variant(cls, data, path: str, issues: list[Issue]):
-        # Lazy: the data modules import this file to register themselves with their configs.
-        from trainers.data.registry import data_configs
-
         return variant_by_kind(cls, data_configs(), data, path, issues)
 
     def vocab_size(self, path: str, issues: list[Issue]) -> int | None:
@@ -54,8 +53,6 @@ class TextDataConfig(DataConfig):
     max_bytes: int | None = None  # cap the corpus size (None: all of it)
 
     def check(self, path: str) -> list[Issue]:
-        from trainers.data.corpora import CORPORA  # lazy: the data package imports this file
-
         if self.corpus not in CORPORA:
             return [Issue(join(path, "corpus"), f"given {self.corpus!r}; allowed: {', '.join(CORPORA)}")]
         if (self.corpus == "folder") != (self.path is not None):
@@ -121,9 +118,15 @@ class MQARDataConfig(DataConfig):
         return self.vocab
 
 
-def _no_decay_groups() -> list[str]:
-    from trainers.optim import GROUPS  # lazy: trainers.optim imports this file
+def data_configs() -> dict[str, type[DataConfig]]:
+    """The data kinds, sorted: `kind` in YAML -> its typed config. Each has its data module
+    registered for it in `trainers.data.registry` (which refuses any other config)."""
+    configs = (TextDataConfig, TokenDataConfig, MQARDataConfig)
+    by_kind = {cls.__dataclass_fields__["kind"].default: cls for cls in configs}
+    return dict(sorted(by_kind.items()))
 
+
+def _no_decay_groups() -> list[str]:
     return list(GROUPS)
 
 
@@ -135,7 +138,7 @@ class TrainConfig:
     lr: float = dataclasses.field(default=3e-3, metadata={"gt": 0})
     min_lr_ratio: float = dataclasses.field(default=0.1, metadata={"ge": 0, "le": 1})
     weight_decay: float = dataclasses.field(default=0.1, metadata={"ge": 0})
-    # names of trainers.optim.GROUPS (default: all of them)
+    # names of trainers.decay_groups.GROUPS (default: all of them)
     no_decay: list[str] = dataclasses.field(default_factory=_no_decay_groups)
     beta1: float = dataclasses.field(default=0.9, metadata={"ge": 0, "lt": 1})
     beta2: float = dataclasses.field(default=0.95, metadata={"ge": 0, "lt": 1})

@@ -12,11 +12,12 @@ Semantics, whoever starts the processes:
 - rank 0 alone logs to the loggers, reports and writes the checkpoint.
 
 The workers are started by `spawn_fit` (every backend, `python -m trainers.train`): k processes
-on one machine, each runs `trainers.fit.fit_process` with Lightning's `DDPStrategy` and a
-`LightningEnvironment` told its rank by the environment. (Lightning's own script launcher
-re-runs `sys.argv`, which would start the sweep launcher k times, and its spawn launcher keeps
-only rank 0's `callback_metrics`.) The Ray backend starts them instead through Ray Train
-(`sweeps.run.backends.ray.train`), which may place them on several nodes; the semantics are the same.
+on one machine, each runs the one-process fit it is handed (`trainers.fit` hands it
+`fit_process`) with Lightning's `DDPStrategy` and a `LightningEnvironment` told its rank by the
+environment. (Lightning's own script launcher re-runs `sys.argv`, which would start the sweep
+launcher k times, and its spawn launcher keeps only rank 0's `callback_metrics`.) The Ray backend
+starts them instead through Ray Train (`sweeps.run.backends.ray.train`), which may place them on
+several nodes; the semantics are the same.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ import multiprocessing.connection
 import os
 import socket
 import traceback
+from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from trainers.metrics import worker_reductions
 
 if TYPE_CHECKING:
     from trainers.config import TrialConfig
@@ -69,8 +73,6 @@ def reduce_over_workers(metrics: dict[str, float]) -> dict[str, float]:
     import torch
     import torch.distributed as dist
 
-    from trainers.metrics import worker_reductions
-
     reductions = worker_reductions(metrics)
     if not reductions or not (dist.is_available() and dist.is_initialized()):
         return metrics
@@ -90,7 +92,7 @@ def reduce_over_workers(metrics: dict[str, float]) -> dict[str, float]:
 def close_process_group() -> None:
     """Waits for every worker, then destroys the process group. A gloo group left to the
     interpreter's exit aborts the process now and then ("terminate called without an active
-    exception", SIGABRT: 3 of 15 two-worker runs measured here) although its run was complete."""
+    exception", SIGABRT; how often: docs/bench/README.md) although its run was complete."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
@@ -108,9 +110,12 @@ class WorkerFailed(RuntimeError):
     """A worker process ended without a result (killed, or an error that could not be sent)."""
 
 
-def spawn_fit(cfg: TrialConfig, **fit_kwargs) -> dict[str, float]:
-    """Trains on `cfg.train.workers` fresh processes of this machine (each gets the frozen config,
-    pickled); returns rank 0's metrics or raises the
+def spawn_fit(
+    fit_process: Callable[..., dict[str, float]], cfg: TrialConfig, **fit_kwargs
+) -> dict[str, float]:
+    """Trains on `cfg.train.workers` fresh processes of this machine, each running
+    `fit_process(cfg, **fit_kwargs, lightning=...)` (a module-level function: it is pickled by name,
+    the frozen config by value); returns rank 0's metrics or raises the
     first worker's error (a TrainingDiverged stays one). `fit_kwargs` (loggers, callbacks, ...)
     are pickled to the workers. Every worker is stopped when one fails or this call is
     interrupted (the trial's wall-clock limit included)."""
@@ -121,7 +126,7 @@ def spawn_fit(cfg: TrialConfig, **fit_kwargs) -> dict[str, float]:
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(rank, workers, port, cfg, fit_kwargs, results),
+            args=(fit_process, rank, workers, port, cfg, fit_kwargs, results),
             name=f"satsweep-rank{rank}",
         )
         for rank in range(workers)
@@ -170,14 +175,14 @@ def _collect(procs, results) -> dict[str, float]:
     return metrics
 
 
-def _worker_main(rank: int, workers: int, port: int, cfg: TrialConfig, fit_kwargs: dict, results) -> None:
+def _worker_main(
+    fit_process: Callable, rank: int, workers: int, port: int, cfg: TrialConfig, fit_kwargs: dict, results
+) -> None:
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(workers),
         NODE_RANK="0", LOCAL_RANK=str(rank), RANK=str(rank),
     )  # fmt: skip
     try:
-        from trainers.fit import fit_process
-
         metrics = fit_process(cfg, **fit_kwargs, lightning=lightning_kwargs(workers))
         close_process_group()
         results.put((rank, "ok", metrics if rank == 0 else None))

@@ -12,7 +12,8 @@ import torch
 
 from trainers.callbacks import GateStats, ModelStats, StepMemory, Throughput
 from trainers.config import TrialConfig
-from trainers.data import build_datamodule
+from trainers.data.build import build_datamodule
+from trainers.distributed import reduce_over_workers, spawn_fit, worker_threads
 from trainers.host import keep_freed_memory
 from trainers.module import LanguageModel, resolve_precision
 
@@ -72,9 +73,7 @@ def fit(
     )  # fmt: skip
     if cfg.train.workers == 1:
         return fit_process(cfg, **kwargs)
-    from trainers.distributed import spawn_fit
-
-    return spawn_fit(cfg, **kwargs)
+    return spawn_fit(fit_process, cfg, **kwargs)
 
 
 def fit_process(
@@ -93,8 +92,6 @@ def fit_process(
     keep_freed_memory()  # no page faults on every step's activations (trainers.host)
     threads = cfg.train.num_threads
     if cfg.train.workers > 1:
-        from trainers.distributed import worker_threads
-
         threads = worker_threads(cfg.train.workers, threads)
     if threads is not None:
         torch.set_num_threads(threads)
@@ -142,8 +139,6 @@ def fit_process(
     for cb in own:
         metrics.update(cb.metrics())
     if trainer.world_size > 1:
-        from trainers.distributed import reduce_over_workers
-
         metrics = reduce_over_workers(metrics)
     metrics["tokens"] = float(module.tokens_seen)
     metrics["steps"] = float(trainer.global_step)

@@ -74,7 +74,7 @@ class Metric:
 
 
 def _memory(name: str, objective: bool = False, shown: str = "absolute", source: str = "trial") -> Metric:
-    """Tensor memory of one training step, counted exactly (trainers.costs.StepMemoryMeter): a
+    """Tensor memory of one training step, counted exactly (trainers.step_memory.StepMemoryMeter): a
     data-parallel run's is its largest worker's."""
     return Metric(name, "MiB", "minimize", "exact", "max", shown=shown, objective=objective, source=source)
 

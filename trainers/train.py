@@ -18,6 +18,8 @@ import yaml
 
 from arch.configtree import ConfigError, load_yaml, parse_override, set_path
 from trainers.config import TrialConfig
+from trainers.errors import TrainingDiverged
+from trainers.fit import fit
 from trainers.records import DEFAULT_TRACKING_URI, EXPERIMENT_TAGS
 
 
@@ -87,9 +89,6 @@ def main(argv: list[str] | None = None) -> int:
         cause = f" ({err.__cause__})" if err.__cause__ else ""
         print(f"config error{cause}:\n{err}", file=sys.stderr)
         return 2
-
-    from trainers.errors import TrainingDiverged
-    from trainers.fit import fit
 
     loggers = [] if args.no_mlflow else [_mlflow_logger(args, cfg)]
     try:

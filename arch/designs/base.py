@@ -20,15 +20,13 @@ which lives for one forward pass.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import torch
 from torch import nn
 
+from arch.backbone import BackboneConfig
 from arch.configtree import Issue, variant_by_kind
-
-if TYPE_CHECKING:
-    from arch.config import ModelConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,11 +40,11 @@ class ResidualConfig:
         variants = {kind: _REGISTRY[kind].config_cls for kind in sorted(_REGISTRY)}
         return variant_by_kind(cls, variants, data, path, issues)
 
-    def check_against(self, model: ModelConfig, path: str) -> list[Issue]:
+    def check_against(self, model: BackboneConfig, path: str) -> list[Issue]:
         """Problems that only show with the model's dimensions (e.g. a tap beyond the depth)."""
         return []
 
-    def ffn_widths(self, model: ModelConfig) -> list[int]:
+    def ffn_widths(self, model: BackboneConfig) -> list[int]:
         """The MLP width of every layer (a design may reallocate them across depth)."""
         return [model.d_ff] * model.n_layers
 
@@ -73,7 +71,7 @@ class ResidualDesign(nn.Module):
 
     config_cls: ClassVar[type[ResidualConfig]] = ResidualConfig
 
-    def __init__(self, cfg: ResidualConfig, model: ModelConfig):
+    def __init__(self, cfg: ResidualConfig, model: BackboneConfig):
         super().__init__()
         self.cfg = cfg
         self.model_cfg = model
@@ -172,5 +170,5 @@ def registered_kinds() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def build_design(cfg: ResidualConfig, model: ModelConfig) -> ResidualDesign:
+def build_design(cfg: ResidualConfig, model: BackboneConfig) -> ResidualDesign:
     return _REGISTRY[cfg.kind].design_cls(cfg, model)

@@ -148,7 +148,7 @@ class HyperConnections(ResidualDesign):
             beta = self.beta_scale[wrapper] * squash(h_bar @ self.beta_fn[wrapper]).squeeze(-1) + beta
         if self.dynamic:  # [B, T, n+1, n] @ [B, T, n, D] -> [B, T, n+1, D]
             state.mix = alpha.transpose(-1, -2) @ h
-        else:  # one GEMM; a broadcast [n+1, n] @ [B, T, n, D] matmul is ~3x slower on CPU
+        else:  # one GEMM: a broadcast [n+1, n] @ [B, T, n, D] matmul is slower on CPU (docs/bench)
             state.mix = torch.einsum("nm,btnd->btmd", alpha, h)
         state.beta = beta
         return state.mix[..., 0, :]

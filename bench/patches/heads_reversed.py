@@ -1,4 +1,5 @@
-"""Each layer's attention heads in reverse order at init: a control for issue 31.
+"""Each layer's attention heads in reverse order at init: a control for the rotary layout
+experiment (docs/bench/rotary_layout.md).
 
 Same layout and kernels, the same function of the same draws (Q, K and V rows and o_proj's
 columns move together, head by head), only the order in which o_proj sums over heads, and its

@@ -1,4 +1,5 @@
-"""Every Q and K weight one or two float steps larger at init: a control for issue 31.
+"""Every Q and K weight one or two float steps larger at init: a control for the rotary layout
+experiment (docs/bench/rotary_layout.md).
 
 Same layout, same kernels, same data; the weights differ from the unpatched run's by rounding
 size (`w * (1 + 2^-23)` moves every fp32 value outward by one or two ulps). The runs then differ by float

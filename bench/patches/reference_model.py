@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 import trainers.module
+from arch.config import ModelConfig
 from bench import reference
 
 
@@ -43,8 +44,6 @@ class ReferenceBackbone(nn.Module):
 
 
 def build_reference(config):
-    from arch.config import ModelConfig
-
     cfg = config if isinstance(config, ModelConfig) else ModelConfig.from_dict(config)
     return ReferenceBackbone(cfg)
 

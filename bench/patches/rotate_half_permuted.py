@@ -1,4 +1,5 @@
-"""Rotate-half rotary started from the adjacent-pairs model's permuted Q/K rows (issue 31).
+"""Rotate-half rotary started from the adjacent-pairs model's permuted Q/K rows
+(docs/bench/rotary_layout.md).
 
 For a tree with the adjacent-pairs rotary (56732e3 and later): `Rotary` takes the rotate-half
 form again (pairs (i, i + hd/2)), and after the backbone init each head's Q and K rows (and

@@ -268,8 +268,8 @@ def _warm_step(arch: dict, device):
     warm-up, compile)."""
     import torch
 
-    from trainers.costs import synthetic_step
     from trainers.module import resolve_precision
+    from trainers.synthetic_step import synthetic_step
 
     precision = resolve_precision(arch["precision"]) if device.type == "cuda" else "32-true"
     autocast = torch.bfloat16 if precision == "bf16-mixed" else None

@@ -1,16 +1,18 @@
 """Configs the shared design harness runs: every registered `kind` must appear here.
 
-Each entry: (test id, residual mapping). Add the variants a study can sweep.
+Each entry: (test id, residual mapping): the paper's forms (`arch.paper_designs`) under their
+names, then the variants a study can sweep.
 """
 
+from arch.paper_designs import PAPER_DESIGNS
+
 DESIGN_EXAMPLES = [
-    ("baseline", {"kind": "none"}),
+    *((name, dict(residual)) for name, residual in PAPER_DESIGNS.items()),
     ("resformer_fixed_layer", {"kind": "value_residual", "mode": "static"}),
     (
         "resformer_learned_head",
         {"kind": "value_residual", "mode": "static", "granularity": "head", "coefficient": "learned"},
     ),
-    ("resformer_softmax_layer", {"kind": "value_residual", "mode": "static", "coefficient": "softmax"}),
     (
         "resformer_softmax_head_last2",
         {
@@ -21,7 +23,6 @@ DESIGN_EXAMPLES = [
             "consumers": 2,
         },
     ),  # fmt: skip
-    ("satformer_token_head_relu", {"kind": "value_residual", "mode": "gated"}),
     ("satformer_softmax", {"kind": "value_residual", "activation": "softmax"}),
     (
         "satformer_softmax_sigmoid_tap2",
@@ -35,13 +36,12 @@ DESIGN_EXAMPLES = [
         {"kind": "value_residual", "tap_layer": 2, "consumers": 1, "activation": "tanh"},
     ),
     # DenseFormer (k x p: dilation x period)
-    ("denseformer", {"kind": "denseformer"}),
     ("denseformer_dilation2", {"kind": "denseformer", "dilation": 2}),
     ("denseformer_period2", {"kind": "denseformer", "period": 2}),
     ("denseformer_2x2", {"kind": "denseformer", "dilation": 2, "period": 2}),
     ("denseformer_3x1", {"kind": "denseformer", "dilation": 3}),
     # MUDDFormer
-    ("muddformer", {"kind": "muddformer"}),
+    ("muddformer_default", {"kind": "muddformer"}),
     ("muddformer_single_way_unrounded", {"kind": "muddformer", "streams": "r", "hidden_round": False}),
     ("muddformer_sepln", {"kind": "muddformer", "sepln": True}),
     ("muddformer_pre_post_da_norm", {"kind": "muddformer", "pre_post_da_norm": True}),
@@ -54,10 +54,6 @@ DESIGN_EXAMPLES = [
         "muddformer_caiyun_da_norm_single_way",
         {"kind": "muddformer", "streams": "r", "pre_post_da_norm": True, "da_norm_form": "caiyun"},
     ),
-    (
-        "muddformer_satformer_paper",
-        {"kind": "muddformer", "preset": "satformer_paper"},
-    ),  # realloc: no neutral
     # Hyper-Connections, static and dynamic, expansion rates 1, 2, 4
     ("hc_static_n1", {"kind": "hyper_connections", "mode": "static", "expansion_rate": 1}),
     ("hc_static_n2", {"kind": "hyper_connections", "mode": "static", "expansion_rate": 2}),

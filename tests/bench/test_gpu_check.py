@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from arch import paper_designs
 from bench import gpu_check
 from bench.gpu_check import NEEDS_CUDA, Result, exit_code, format_table
 
@@ -27,14 +28,7 @@ def test_without_cuda_it_says_so_and_exits_2():
 
 def test_the_checks_and_their_order():
     assert [name for name, _ in gpu_check.CHECKS] == ["trials", "memory", "precision", "ray", "compile"]
-    assert list(gpu_check.FAMILIES) == [
-        "baseline",
-        "resformer",
-        "satformer",
-        "denseformer",
-        "muddformer",
-        "hyper_connections",
-    ]
+    assert gpu_check.PAPER_DESIGNS is paper_designs.PAPER_DESIGNS  # every paper design, one list
     assert list(gpu_check.SCALES) == ["mini", "small"] and gpu_check.BUDGET_S <= 300
 
 
@@ -82,7 +76,7 @@ def test_every_trial_of_the_check_is_a_valid_config(shards):
     from trainers.config import TrialConfig
 
     for scale in gpu_check.SCALES:
-        for residual in gpu_check.FAMILIES.values():
+        for residual in gpu_check.PAPER_DESIGNS.values():
             cfg = TrialConfig.from_dict(gpu_check.trial_tree(residual, scale, shards))
             assert cfg.model.residual.kind == residual["kind"] and cfg.train.precision == "bf16-true"
             assert cfg.max_steps == gpu_check.STEPS
@@ -90,7 +84,7 @@ def test_every_trial_of_the_check_is_a_valid_config(shards):
 
 def trials_at_toy_size(shards, families, monkeypatch):
     monkeypatch.setattr(gpu_check, "SCALES", {"mini": gpu_check.SCALES["mini"]})
-    monkeypatch.setattr(gpu_check, "FAMILIES", {f: gpu_check.FAMILIES[f] for f in families})
+    monkeypatch.setattr(gpu_check, "PAPER_DESIGNS", {f: gpu_check.PAPER_DESIGNS[f] for f in families})
     results = gpu_check.check_trials(shards)
     assert [r.name for r in results] == [f"mini/{family}" for family in families]
     assert all(r.ok for r in results), format_table(results)
@@ -104,7 +98,7 @@ def test_trials_check_at_a_toy_size(toy, shards, monkeypatch):
 
 @pytest.mark.slow
 def test_trials_check_runs_every_family_at_a_toy_size(toy, shards, monkeypatch):
-    trials_at_toy_size(shards, list(gpu_check.FAMILIES), monkeypatch)
+    trials_at_toy_size(shards, list(gpu_check.PAPER_DESIGNS), monkeypatch)
 
 
 def test_precision_check_sees_bf16_true_halve_the_parameters(toy, shards):

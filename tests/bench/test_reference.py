@@ -6,7 +6,7 @@ import torch
 from arch import ModelConfig, build_model
 from arch.layers import interleave
 from bench import reference
-from trainers.costs import flops_per_token
+from trainers.flops import flops_per_token
 
 
 def plain_weights(model, cfg) -> dict:

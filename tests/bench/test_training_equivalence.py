@@ -1,5 +1,6 @@
 """bench.training_equivalence's pure parts: statistics, verdicts, arguments, revisions; and the
-rotate-half patch of issue 31 (the same function as the adjacent-pairs model it is permuted from)."""
+rotate-half patch of the rotary layout experiment (the same function as the adjacent-pairs model it
+is permuted from)."""
 
 import json
 import math
@@ -107,7 +108,8 @@ def test_run_key_tracks_patch_content(tmp_path):
 
 def test_rotate_half_patch_is_the_same_function(monkeypatch):
     """Seed for seed, the patched model (rotate-half, Q/K rows permuted) gives the adjacent-pairs
-    model's logits: the premise of issue 31's paired experiment."""
+    model's logits: the premise of the rotary layout's paired experiment
+    (docs/bench/rotary_layout.md)."""
     cfg = {"preset": "tiny", "max_seq_len": 64}
     tokens = torch.randint(0, 256, (2, 64), generator=torch.Generator().manual_seed(1))
     torch.manual_seed(0)
@@ -150,7 +152,7 @@ def test_reference_patch_builds_the_plain_model_with_the_backbones_groups(monkey
 
 def test_real_path_patch_is_the_same_rotation_bit_for_bit(monkeypatch):
     """fp32 through the real formula gives the complex multiply's numbers exactly on CPU: so it
-    is no rounding control for issue 31 (and the issue's "same losses to four digits" follows)."""
+    is no rounding control for the rotary layout experiment (and "same losses to four digits" follows)."""
     from arch import layers
     from bench.patches import rotary_real_path
 

@@ -211,9 +211,9 @@ class RayCluster:
 
     def stop(self) -> None:
         """SIGTERM to each `ray start --block` (it stops its node's processes), all at once; what
-        is left after 5 s gets SIGKILL with its process group. The second node ends in 0.4 s,
-        the head takes 30-34 s after SIGTERM (measured 2026-12-05; it ended in SIGKILL at the
-        30 s this waited before, so waiting longer than a few seconds only delayed the same end)."""
+        is left after 5 s gets SIGKILL with its process group: the head outlasts any short wait
+        after SIGTERM and ends in SIGKILL anyway, so waiting longer only delays the same end
+        (times: docs/bench/test_suite.md)."""
         for proc in self.procs:
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):

@@ -24,7 +24,7 @@ SEQ_LEN = 4096
 
 # Official design directory -> the label of the design in studies/paper/.
 DESIGNS = {
-    "transformer": "transformer",
+    "transformer": "baseline",
     "resformer": "resformer",
     "satformer": "satformer",
     "denseformer": "denseformer",

@@ -198,16 +198,26 @@ def test_prepare_round_trip(corpus_dir, tmp_path, tokenizer):
         assert tok.decode(train.tolist()) == split(raw, 0.05)[0].decode()
 
 
-def test_data_kinds_come_from_one_registry_that_refuses_duplicates():
-    from trainers.config import TrialConfig
-    from trainers.data import build_datamodule
-    from trainers.data.registry import data_configs, register_data
+def test_every_data_kind_has_one_module_and_the_registry_refuses_duplicates_and_strangers():
+    import dataclasses
+
+    from trainers.config import TrialConfig, data_configs
+    from trainers.data.build import build_datamodule
+    from trainers.data.registry import register_data, registered_kinds
 
     assert list(data_configs()) == ["mqar", "text", "tokens"]
+    assert registered_kinds() == list(data_configs())
     cfg = TrialConfig.from_dict({"data": {"kind": "mqar"}, "train": {"tokens": 4096}})
     assert isinstance(build_datamodule(cfg), MQARDataModule)
     with pytest.raises(ValueError, match="already registered"):
         register_data(MQARDataConfig)(MQARDataModule)
+
+    @dataclasses.dataclass(frozen=True)
+    class StrangerConfig(MQARDataConfig):
+        kind: str = "stranger"
+
+    with pytest.raises(ValueError, match="not a data kind"):
+        register_data(StrangerConfig)
 
 
 def test_a_corpus_name_is_checked_against_the_loaders_registry():

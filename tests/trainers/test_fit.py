@@ -10,7 +10,7 @@ import torch
 
 from tests.trainers.conftest import GATED, STATIC_LEARNED, LossHistory
 from trainers import METRICS, TrainingDiverged, TrialConfig, fit
-from trainers.costs import flops_per_token
+from trainers.flops import flops_per_token
 
 
 def _run(tree, **kw):

@@ -9,7 +9,8 @@ import pytest
 from arch import ModelConfig, build_model
 from tests.trainers.conftest import GATED, STATIC_LEARNED
 from trainers.config import TrainConfig
-from trainers.optim import build_optimizer, split_decay
+from trainers.decay_groups import GROUPS, split_decay
+from trainers.optim import build_optimizer
 from trainers.schedules import lr_multiplier
 
 DIMS = {"d_model": 32, "n_layers": 3, "n_heads": 2, "d_ff": 64, "max_seq_len": 32}
@@ -127,7 +128,6 @@ def test_no_warmup():
 def test_no_decay_groups_are_the_optimizers_registry():
     from arch.configtree import ConfigError
     from trainers.config import TrialConfig
-    from trainers.optim import GROUPS
 
     assert TrainConfig().no_decay == list(GROUPS)
     with pytest.raises(

@@ -1,4 +1,4 @@
-"""Exact step memory (trainers.costs): a hand-computed model, seed independence, design order."""
+"""Exact step memory (trainers.step_memory): a hand-computed model, seed independence, design order."""
 
 import pytest
 import torch
@@ -6,8 +6,9 @@ import torch
 from arch import build_model
 from trainers import fit
 from trainers.config import TrainConfig
-from trainers.costs import StepMemoryMeter, tensor_bytes, train_step_fn
 from trainers.optim import build_optimizer
+from trainers.step_memory import StepMemoryMeter, tensor_bytes
+from trainers.synthetic_step import train_step_fn
 
 B, D_IN, D_OUT = 8, 64, 32  # batch, in features, out features
 F32 = 4
