@@ -133,9 +133,10 @@ def write_shards(folder: Path) -> str:
 
 
 def _fit(tree: dict) -> dict[str, float]:
-    # Lazy: Lightning (trainers' package face loads it) only where CUDA is, not to answer "no CUDA"
+    # Lazy: Lightning (trainers.fit loads it) only where CUDA is, not to answer "no CUDA"
     # (exit 2) or for the pure helpers the CPU tests import.
-    from trainers import TrialConfig, fit
+    from trainers import TrialConfig
+    from trainers.fit import fit
 
     return fit(TrialConfig.from_dict(tree))
 

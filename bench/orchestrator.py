@@ -54,7 +54,7 @@ TRIAL = {
 DIRECT = """
 import json, sys, time
 t0 = time.perf_counter()
-from trainers import fit
+from trainers.fit import fit
 trial, n = json.loads(sys.argv[1]), int(sys.argv[2])
 walls = []
 for seed in range(n):

@@ -1,12 +1,15 @@
 """Lightning training of one trial config (any residual design), with the metrics the fronts need.
 
-from trainers import fit, TrialConfig, TrainingDiverged
-metrics = fit(TrialConfig.from_dict(tree), loggers=[...], callbacks=[...])
+    from trainers import TrialConfig
+    from trainers.fit import fit
+    metrics = fit(TrialConfig.from_dict(tree), loggers=[...], callbacks=[...])
+
+The package face does not import `trainers.fit`: Lightning (seconds to import) is then loaded only
+by the processes that train, not by a launcher or a study's validation.
 """
 
 from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
-from trainers.fit import fit
 from trainers.records import METRICS
 
-__all__ = ["METRICS", "TrainingDiverged", "TrialConfig", "fit"]
+__all__ = ["METRICS", "TrainingDiverged", "TrialConfig"]

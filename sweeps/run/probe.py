@@ -43,6 +43,9 @@ from pathlib import Path
 from sweeps.report.costs import costs_path, entry, load_costs, metric_values, save_costs
 from sweeps.study.architecture import arch_key, architecture
 from sweeps.study.reference import baseline_of
+from trainers.host import keep_freed_memory
+from trainers.synthetic_step import synthetic_step
+from trainers.timing import interleaved
 
 
 def machine_key(num_threads: int | None = None) -> str:
@@ -123,8 +126,6 @@ def _time_baseline_alone(arch: dict, key: str, samples: int, steps: int, threads
     """`time_architectures` of a study with one architecture: its ratio to itself is 1 in every
     round, so only its absolute speed is timed, in `samples` samples at the trial's threads, here
     (one process: no child process, no model built twice)."""
-    from trainers.host import keep_freed_memory
-
     keep_freed_memory()  # as the trials run
     seconds = _interleaved({key: _warm_step(arch, device)}, range(samples), steps, threads, device)[key]
     one_thread_cpu = device.type == "cpu" and threads == 1
@@ -153,8 +154,6 @@ def time_rounds(
 
     import torch
 
-    from trainers.host import keep_freed_memory
-
     keep_freed_memory()  # as the trials run
     device = _device()
     others = [k for k in archs if k != base_key]
@@ -179,8 +178,6 @@ def time_rounds(
 def _interleaved(built: dict, rounds: range, steps: int, threads: int, device) -> dict[str, list[float]]:
     """Seconds per step of each round: on one CPU thread the thread's CPU time (what a busy
     neighbour sharing the core cannot add to, `trainers.timing.Timings`), else wall time."""
-    from trainers.timing import interleaved
-
     timings = interleaved(built, rounds, steps, device, dict.fromkeys(built, threads))
     return timings.thread if device.type == "cpu" and threads == 1 else timings.wall
 
@@ -268,8 +265,7 @@ def _warm_step(arch: dict, device):
     warm-up, compile)."""
     import torch
 
-    from trainers.module import resolve_precision
-    from trainers.synthetic_step import synthetic_step
+    from trainers.module import resolve_precision  # Lightning: only the timing processes need it
 
     precision = resolve_precision(arch["precision"]) if device.type == "cuda" else "32-true"
     autocast = torch.bfloat16 if precision == "bf16-mixed" else None

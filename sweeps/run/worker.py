@@ -23,10 +23,11 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from trainers.config import TrialConfig
+from trainers.config import TrialConfig
+from trainers.errors import TrainingDiverged
+from trainers.records import CHECKPOINT_FOLDER, CHECKPOINT_NAME
 
 Report = Callable[[dict[str, Any]], None]
 
@@ -133,14 +134,13 @@ def report_callback(report: Report):
 
 
 def default_fit():
-    import trainers
+    from trainers.fit import fit  # Lightning: loaded where a trial trains, not in a Ray launcher
 
-    return trainers.fit
+    return fit
 
 
 def execute(task: TrialTask, report: Report | None = None, fit: Callable | None = None) -> Outcome:
-    from sweeps.run.trial_log import TrialLogger
-    from trainers.records import CHECKPOINT_FOLDER, CHECKPOINT_NAME
+    from sweeps.run.trial_log import TrialLogger  # Lightning's logger: where the trial trains
 
     start = time.time()
     fit = fit or default_fit()
@@ -189,11 +189,7 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
 
 
 def classify(err: BaseException) -> str:
-    try:
-        from trainers import TrainingDiverged
-    except ImportError:  # pragma: no cover
-        TrainingDiverged = ()  # noqa: N806
-    if TrainingDiverged and isinstance(err, TrainingDiverged):
+    if isinstance(err, TrainingDiverged):
         return "diverged"
     try:
         import torch

@@ -6,7 +6,7 @@ import pytest
 
 from gates import cli as analyze
 from tests.factories import text_data, tiny_trial
-from trainers import fit
+from trainers.fit import fit
 
 TRIAL = {
     **tiny_trial(model={"n_layers": 3}, train={"tokens": 20 * 8 * 32, "eval_every": 20, "lr": 1e-2}),

@@ -10,7 +10,8 @@ import pytest
 
 from arch.configtree import ConfigError
 from tests.trainers.conftest import GATED
-from trainers import TrainingDiverged, TrialConfig, fit
+from trainers import TrainingDiverged, TrialConfig
+from trainers.fit import fit
 
 
 class LossFile(pl.Callback):

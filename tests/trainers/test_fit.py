@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from tests.trainers.conftest import GATED, STATIC_LEARNED, LossHistory
-from trainers import METRICS, TrainingDiverged, TrialConfig, fit
+from trainers import METRICS, TrainingDiverged, TrialConfig
+from trainers.fit import fit
 from trainers.flops import flops_per_token
 
 

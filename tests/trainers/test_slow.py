@@ -8,10 +8,10 @@ import time
 import pytest
 
 from tests.trainers.conftest import GATED
-from trainers import fit
 from trainers.config import TextDataConfig
 from trainers.data.cache import cache_root
 from trainers.data.text import tokenized_corpus, unigram_entropy
+from trainers.fit import fit
 
 pytestmark = pytest.mark.slow
 

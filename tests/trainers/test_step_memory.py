@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from arch import build_model
-from trainers import fit
 from trainers.config import TrainConfig
+from trainers.fit import fit
 from trainers.optim import build_optimizer
 from trainers.step_memory import StepMemoryMeter, tensor_bytes
 from trainers.synthetic_step import train_step_fn
