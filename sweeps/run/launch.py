@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import yaml
 from optuna.trial import TrialState
 
@@ -112,15 +113,20 @@ def launch(study: Study, fit: Callable | None = None, stream=None, probe=None) -
     stream = stream or sys.stdout
     launch_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{time.time_ns() % 1000:03d}"
     backend = backends.get(study.backend)
+    # The launch's fixed costs, each a metric of the parent run: the process's start (imports and
+    # loading the study), starting or joining the backend, the probe (probe_s), the fronts' report.
+    costs = {"start_s": time.time() - psutil.Process().create_time()}
+    connect = time.time()
     cluster = backend.connect(study)  # checks the cluster's resources before creating anything
+    costs["connect_s"] = time.time() - connect
     try:
         with LaunchLock(study.results_dir()):
-            return _run(study, fit, stream, launch_id, backend, cluster, probe)
+            return _run(study, fit, stream, launch_id, backend, cluster, probe, costs)
     finally:
         backend.disconnect()
 
 
-def _run(study, fit, stream, launch_id, backend, cluster, probe) -> int:
+def _run(study, fit, stream, launch_id, backend, cluster, probe, costs: dict) -> int:
     plan = Plan(study, launch_id)
     plan.check_fingerprint()  # before anything is recorded: an edited study is refused (exit 2)
     if study.rungs:  # `python -m sweeps.scaling fit results/<name>` fits the folder alone
@@ -162,6 +168,7 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe) -> int:
         status = "FAILED"
         raise
     finally:
+        reporting = time.time()
         summary = (
             report_fronts(study, plan.trials(), tracker=tracker, stream=stream)
             if status == "FINISHED"
@@ -169,9 +176,12 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe) -> int:
         )
         if status == "FINISHED" and study.rungs:  # the ladder's fits and predictions, after the fronts
             scaling = report_ladder(study, plan.trials(), tracker, stream)
+        costs["report_s"] = time.time() - reporting
         wall = time.time() - progress.start
         summary["probe_s"] = getattr(probe, "seconds", 0.0)
-        tracker.finish_parent(status, {"wall_s": wall, **summary})
+        tracker.finish_parent(
+            status, {"wall_s": wall, **summary, **{f"launch_{k}": v for k, v in costs.items()}}
+        )
     progress.say(progress.summary())
     for line in scaling:
         print(line, file=stream)

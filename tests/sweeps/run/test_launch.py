@@ -71,6 +71,9 @@ def test_local_launch_records_every_run_and_survives_a_diverging_trial(tmp_path,
     assert f"/runs/{parent.info.run_id}?workflowType=machine_learning" in out
     assert f"make mlflow-ui MLFLOW_URI=sqlite:///{tmp_path / 'mlflow.db'}" in out
     assert parent.data.params["n_runs"] == "6" and "version.torch" in parent.data.tags
+    costs = {k: v for k, v in parent.data.metrics.items() if k.startswith("launch_")}
+    assert set(costs) == {"launch_start_s", "launch_connect_s", "launch_report_s"}
+    assert all(0 <= v < parent.data.metrics["wall_s"] + costs["launch_start_s"] for v in costs.values())
     files = artifacts(study, parent)
     assert "study.yaml" in files and "pareto/pareto.csv" in files and "pareto/pareto.html" in files
     assert "pareto/front_val_loss_vs_tokens_per_s.png" in files
