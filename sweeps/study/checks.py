@@ -4,6 +4,7 @@ is checked where runs start (`sweeps.run.backends.study_issues`), before anythin
 
 from __future__ import annotations
 
+import math
 import re
 
 from arch.configtree import ConfigError, Issue, join
@@ -20,6 +21,7 @@ def study_issues(study) -> list[Issue]:
     issues = _name_and_objectives(study, metrics)
     if study.ray.address is not None and (study.ray.num_cpus is not None or study.ray.num_gpus is not None):
         issues.append(Issue("ray.num_cpus", "applies only to a local Ray (ray.address: null)"))
+    issues += _hypervolume(study)
     return issues + _repeats(study) + _scaling(study, metrics) + _margins(study, metrics)
 
 
@@ -78,6 +80,28 @@ def _margins(study, metrics: list[str]) -> list[Issue]:
             )
         elif not margin > 0:
             issues.append(Issue(f"margins.{metric}", f"given {margin!r}; allowed: a number > 0"))
+    return issues
+
+
+def _hypervolume(study) -> list[Issue]:
+    """`hypervolume:` gives every objective, and only them, a [best, worst] pair in its direction."""
+    if study.hypervolume is None:
+        return []
+    directions = {o.metric: o.direction for o in study.objectives}
+    issues = []
+    for metric in directions.keys() - study.hypervolume.keys():
+        issues.append(Issue(f"hypervolume.{metric}", "missing; allowed: [best, worst] for every objective"))
+    for metric, pair in study.hypervolume.items():
+        path = f"hypervolume.{metric}"
+        if metric not in directions:
+            issues.append(Issue(path, f"given {metric!r}; allowed: an objective ({', '.join(directions)})"))
+        elif len(pair) != 2 or not all(math.isfinite(v) for v in pair):
+            issues.append(Issue(path, f"given {pair}; allowed: [best, worst], two finite numbers"))
+        elif (pair[0] < pair[1]) != (directions[metric] == "minimize") or pair[0] == pair[1]:
+            order = "best < worst" if directions[metric] == "minimize" else "best > worst"
+            issues.append(
+                Issue(path, f"given {pair}; allowed: [best, worst] with {order} ({directions[metric]})")
+            )
     return issues
 
 
