@@ -22,6 +22,14 @@ def study_issues(study) -> list[Issue]:
     if study.ray.address is not None and (study.ray.num_cpus is not None or study.ray.num_gpus is not None):
         issues.append(Issue("ray.num_cpus", "applies only to a local Ray (ray.address: null)"))
     issues += _hypervolume(study)
+    if study.output.system_metrics == "on" and study.resources.gpus == 0:
+        issues.append(
+            Issue(
+                "output.system_metrics",
+                "given 'on' with resources.gpus 0; allowed: auto or off (a CPU study: system metrics "
+                "would only add noise)",
+            )
+        )
     return issues + _repeats(study) + _scaling(study, metrics) + _margins(study, metrics)
 
 
