@@ -15,12 +15,13 @@ PACKAGES = ("arch", "trainers", "sweeps", "gates", "bench", "evals")
 OWN = {*PACKAGES, "tests"}
 
 
-def imported(folders) -> dict[str, set[str]]:
-    """Top-level module -> the files importing it (absolute imports, any level of the file)."""
+def imported(folders, at_import_only: bool = False) -> dict[str, set[str]]:
+    """Top-level module -> the files importing it (absolute imports); with `at_import_only`, only
+    the imports that run when the file is imported (not inside a function)."""
     found: dict[str, set[str]] = {}
     for folder in folders:
         for path in (ROOT / folder).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for node in _nodes(ast.parse(path.read_text(), str(path)), at_import_only):
                 names = []
                 if isinstance(node, ast.Import):
                     names = [a.name for a in node.names]
@@ -29,6 +30,14 @@ def imported(folders) -> dict[str, set[str]]:
                 for name in names:
                     found.setdefault(name.split(".")[0], set()).add(str(path.relative_to(ROOT)))
     return {m: f for m, f in found.items() if m not in sys.stdlib_module_names and m not in OWN}
+
+
+def _nodes(node, at_import_only: bool):
+    for child in ast.iter_child_nodes(node):
+        if at_import_only and isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        yield child
+        yield from _nodes(child, at_import_only)
 
 
 def canonical(name: str) -> str:
@@ -57,13 +66,23 @@ def distributions(module: str) -> set[str]:
 
 
 def test_every_module_the_packages_import_is_a_declared_dependency():
-    deps, _ = declared()
+    """Imported when a module is: a dependency; imported inside a function (an optional command's
+    package: optuna-dashboard): a dependency or an extra."""
+    deps, extras = declared()
+    packages = [p for p in PACKAGES if (ROOT / p).is_dir()]
     missing = {
         module: sorted(files)[:3]
-        for module, files in imported([p for p in PACKAGES if (ROOT / p).is_dir()]).items()
+        for module, files in imported(packages, at_import_only=True).items()
         if not distributions(module) & deps
     }
     assert not missing, f"imported but not in pyproject's dependencies: {missing}"
+    anywhere = deps.union(*extras.values())
+    missing = {
+        module: sorted(files)[:3]
+        for module, files in imported(packages).items()
+        if not distributions(module) & anywhere
+    }
+    assert not missing, f"imported in a function but neither a dependency nor an extra: {missing}"
 
 
 def test_every_module_the_tests_import_is_declared_as_a_dependency_or_an_extra():
