@@ -143,6 +143,7 @@ def validate_points(study) -> list[Issue]:
     for i, objective in enumerate(study.objectives):
         if problem := metrics_table.data_issue(objective.metric, base.data.kind):
             issues.append(Issue(f"objectives[{i}].metric", problem))
+    issues.extend(_per_token_across_tokenizers(study, points))
     if study.scheduler.kind == "asha":
         grace, smallest = study.scheduler.grace_tokens, min(study.budgets)
         if grace is not None and grace >= smallest:
@@ -166,6 +167,30 @@ def validate_points(study) -> list[Issue]:
     if not issues:
         issues.extend(_check_paths(study))
     return issues + downstream_issues(study)
+
+
+PER_TOKEN = ("val_loss", "val_ppl", "train_loss")  # per token: a byte and a BPE model's differ in kind
+
+
+def tokenization(config) -> str:
+    """What a token is in a trial's data: its tokenizer and vocabulary (text), its shards (tokens)."""
+    data = config.data
+    if data.kind == "text":
+        return "byte" if data.tokenizer == "byte" else f"bpe{data.bpe_vocab_size}"
+    return f"{data.kind}:{getattr(data, 'path', '')}"
+
+
+def _per_token_across_tokenizers(study, points) -> list[Issue]:
+    """A study whose points differ in what a token is cannot rank on a per-token loss."""
+    configs = [c for c in map(study._resolved_config, points) if c is not None]  # others: reported
+    kinds = sorted({tokenization(c) for c in configs})
+    if len(kinds) < 2:
+        return []
+    why = f"per token, and the points differ in tokenizer ({', '.join(kinds)}); allowed: val_bpb (bits per byte)"
+    named = [(f"objectives[{i}].metric", o.metric) for i, o in enumerate(study.objectives)]
+    if study.scheduler.kind != "none":
+        named.append(("scheduler.metric", study.scheduler.metric))
+    return [Issue(path, f"given {metric!r}: {why}") for path, metric in named if metric in PER_TOKEN]
 
 
 def _check_ladder_reference(study) -> list[Issue]:
