@@ -186,7 +186,10 @@ def _per_token_across_tokenizers(study, points) -> list[Issue]:
     kinds = sorted({tokenization(c) for c in configs})
     if len(kinds) < 2:
         return []
-    why = f"per token, and the points differ in tokenizer ({', '.join(kinds)}); allowed: val_bpb (bits per byte)"
+    why = (
+        f"per token, and the points differ in tokenizer ({', '.join(kinds)}); "
+        "allowed: val_bpb (bits per byte)"
+    )
     named = [(f"objectives[{i}].metric", o.metric) for i, o in enumerate(study.objectives)]
     if study.scheduler.kind != "none":
         named.append(("scheduler.metric", study.scheduler.metric))
