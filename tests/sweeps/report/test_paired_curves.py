@@ -20,9 +20,10 @@ def growing_gap_fit(config, *, loggers=(), callbacks=(), data_root=None, checkpo
     steps, loss = 4, 0.0
     for step in range(1, steps + 1):
         loss = 3.0 + 1.0 / step + gated * (-0.05 * step + 0.01 * config.seed)
-        metrics = {"val_loss": loss, "tokens": config.train.tokens * step / steps}
-        for logger in loggers:
-            logger.log_metrics(metrics, step=step)
+        fake_fit.evaluate(
+            {"val_loss": loss, "tokens": config.train.tokens * step / steps}, step, loggers, callbacks
+        )
+    fake_fit.finish(loggers)
     final = {"val_loss": loss, "peak_mem_mb": 100.0 + 10 * gated, "train_tokens_per_s": 800.0}
     return {**final, "params_total": 1000.0, "tokens": float(config.train.tokens)}
 

@@ -8,18 +8,12 @@ import pytest
 from arch.configtree import ConfigError
 from sweeps.run import launch as launcher
 from sweeps.study import load_study
+from tests.factories import text_data, tiny_trial
 from tests.sweeps.helpers import mlflow_runs, optuna_trials, write_study
 
 TEXT_TRIAL = {
-    "model": {"d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64, "max_seq_len": 64},
-    "data": {
-        "kind": "text",
-        "corpus": "shakespeare",
-        "seq_len": 32,
-        "bpe_vocab_size": 300,
-        "max_bytes": 200000,
-    },
-    "train": {"tokens": 4096, "batch_size": 4, "eval_every": 16, "eval_batches": 2, "num_threads": 1},
+    **tiny_trial(model={"max_seq_len": 64}, train={"batch_size": 4, "eval_every": 16}),
+    "data": text_data(corpus="shakespeare", bpe_vocab_size=300, max_bytes=200000),  # in place of MQAR
 }
 SPACE = {"data.tokenizer": {"choices": ["byte", "bpe"]}}
 
