@@ -8,6 +8,7 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeps.report.history import METRIC, history
+from sweeps.run.dry_run import plan_text
 from sweeps.run.launch import launch
 from sweeps.run.tracking import client
 from sweeps.study import load_study
@@ -79,6 +80,9 @@ def test_the_bounds_are_part_of_the_fingerprint(tmp_path):
         )
     )
     assert one.fingerprint() != two.fingerprint()
+    assert "hypervolume  history on fixed bounds [best, worst]: val_loss [2, 4], peak_mem_mb [50, 150]" in (
+        plan_text(one)
+    )
     assert "hypervolume" not in " ".join(
         load_study(write_study(tmp_path, objectives=objectives)).fingerprint()
     )
