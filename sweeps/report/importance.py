@@ -24,6 +24,9 @@ import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
+import optuna
+from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
+
 MIN_POINTS = 10  # 5 points in the top quantile, the top quantile at most half of them
 MIN_TOP = 5
 TOP_TAGS = 3  # parameters named in each objective's tag
@@ -48,9 +51,6 @@ def _param_names(rows) -> list[str]:
 def importances(result: Mapping, distributions: Mapping[str, Mapping]) -> dict:
     """{"evaluator", "points", "note", "objectives": {metric: {param: importance} | None}} from the
     fronts' result; `distributions`: per point id, its params' Optuna distributions."""
-    import optuna
-    from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
-
     rows = result["points"]
     objectives = [(o["metric"], o["direction"]) for o in result["objectives"]]
     out = {"evaluator": "PedAnovaImportanceEvaluator", "points": len(rows), "note": too_small(rows),
