@@ -9,8 +9,12 @@ import pytest
 
 from tests.trainers.conftest import TEXT
 from trainers import TrialConfig, fit
-from trainers.data import build_datamodule
-from trainers.data.tokenizer import make_tokenizer
+from trainers.data.build import build_datamodule
+from trainers.data.cache import cache_root
+from trainers.data.corpora import load_corpus
+from trainers.data.shards import shard_token_bytes
+from trainers.data.text import split
+from trainers.data.tokenizer import BPETokenizer, make_tokenizer
 from trainers.prepare import main as prepare_main
 
 UNICODE = "café naïve — ∑ 日本語 🙂 plain ascii\n"
@@ -43,10 +47,6 @@ def val_bytes_per_token(cfg) -> float:
 
 
 def data_tokenizer(cfg):
-    from trainers.data.cache import cache_root
-    from trainers.data.corpora import load_corpus
-    from trainers.data.text import split
-    from trainers.data.tokenizer import BPETokenizer
 
     train, _ = split(load_corpus(cfg.data.corpus, cfg.data.path, None), cfg.data.val_fraction)
     return BPETokenizer.train(train, cfg.data.bpe_vocab_size, cache_root(None))
@@ -65,8 +65,6 @@ def test_val_bpb_is_the_validation_loss_in_bits_over_its_bytes(tiny_tree, kind):
 
 
 def test_prepared_shards_give_the_same_table(corpus_dir, tmp_path):
-    from trainers.data.shards import shard_token_bytes
-
     assert (
         prepare_main([str(corpus_dir), str(tmp_path / "s"), "--tokenizer", "bpe", "--vocab-size", "300"]) == 0
     )
