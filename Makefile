@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 # (test-cluster and test-browser otherwise each resolve and rebuild the editable install again).
 EXTRAS ?= dev
 
-.PHONY: install test test-all test-cluster test-browser lint format sweep smoke gpu-check mlflow-ui clean
+.PHONY: install test test-all test-cluster test-browser lint format sweep smoke gpu-check mlflow-ui dashboard clean
 
 install: $(VENV)/.installed
 
@@ -61,7 +61,7 @@ test-browser: install
 	@command -v chromium >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -q -o DPkg::Lock::Timeout=300 && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q -o DPkg::Lock::Timeout=300 chromium; }
-	$(PY) -c "import playwright" 2>/dev/null || $(UV_INSTALL) -e ".[browser]" -c constraints.txt
+	$(PY) -c "import playwright, optuna_dashboard" 2>/dev/null || $(UV_INSTALL) -e ".[browser,dashboard]" -c constraints.txt
 	$(PY) -m pytest -q -m browser tests/browser
 
 sweep: install
@@ -81,6 +81,12 @@ MLFLOW_URI ?= sqlite:///mlflow.db
 mlflow-ui: install
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --backend-store-uri $(MLFLOW_URI) \
 	  --workers 1 --host 127.0.0.1 --port 5000
+
+# optuna-dashboard over the study's own Optuna storage, on 127.0.0.1:$(DASHBOARD_PORT) (sweeps/run/dashboard.py).
+DASHBOARD_PORT ?= 8080
+dashboard: install
+	$(PY) -c "import optuna_dashboard" 2>/dev/null || $(UV_INSTALL) -e ".[dashboard]" -c constraints.txt
+	$(PY) -m sweeps.dashboard $(STUDY) --port $(DASHBOARD_PORT)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -3,6 +3,7 @@ Study), `run` (launching it: Optuna, a backend, MLflow) and `report` (what its t
 verdicts, scaling fits). study <- report <- run; nothing imports back up.
 
 `python -m sweeps.launch studies/<name>.yaml` runs a study; `python -m sweeps.pareto <name>` reads its
-fronts again; `python -m sweeps.scaling fit ...` fits a ladder. The gate analysis of a trained trial
+fronts again; `python -m sweeps.scaling fit ...` fits a ladder; `python -m sweeps.dashboard <name>`
+serves its Optuna storage in optuna-dashboard. The gate analysis of a trained trial
 is its own package: `python -m gates <run id | checkpoint>`.
 """

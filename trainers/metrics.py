@@ -24,7 +24,7 @@ Fields of a record:
 - `objective`: a study may name it as an objective or as the scheduler's metric.
 - `source`: `trial` (`trainers.fit` returns it), `data_parallel` (returned by data-parallel runs
   only) or `probe` (the sweep's cost probe adds it, `sweeps.run.probe`).
-- `needs_data`: the `trial.data.kind` it needs (None: any).
+- `needs_data`: the `trial.data.kind` (or kinds) it needs (None: any).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Metric:
     shown: Literal["relative", "absolute"] = "absolute"
     objective: bool = False
     source: Literal["trial", "data_parallel", "probe"] = "trial"
-    needs_data: str | None = None
+    needs_data: str | tuple[str, ...] | None = None
 
     def problems(self) -> list[str]:
         """What makes this record inconsistent ([] when none)."""
@@ -100,6 +100,10 @@ def _probe(name: str, unit: str) -> Metric:
 ENTRIES = (
     _loss("val_loss", "nats/token"),
     _loss("val_ppl", "perplexity"),
+    # bits per UTF-8 byte of the validation text: comparable across tokenizers, where val_loss is not
+    Metric(
+        "val_bpb", "bits/byte", "minimize", "seed", "global", objective=True, needs_data=("text", "tokens")
+    ),
     _loss("train_loss", "nats/token"),
     Metric("mqar_acc", "fraction", "maximize", "seed", "global", objective=True, needs_data="mqar"),
     _probe("tokens_per_s", "tokens/s"),
@@ -192,9 +196,12 @@ def probe_names() -> tuple[str, ...]:
 def data_issue(name: str, data_kind: str) -> str | None:
     """Why `name` cannot be measured on data of `data_kind` (None: it can)."""
     m = get(name)
-    if m is None or m.needs_data is None or m.needs_data == data_kind:
+    kinds = (
+        (m.needs_data,) if m is not None and isinstance(m.needs_data, str) else getattr(m, "needs_data", None)
+    )
+    if kinds is None or data_kind in kinds:
         return None
-    return f"given {name!r} with trial.data.kind {data_kind!r}; needs {m.needs_data}"
+    return f"given {name!r} with trial.data.kind {data_kind!r}; needs {' or '.join(kinds)}"
 
 
 def worker_reductions(keys: Iterable[str]) -> dict[str, list[str]]:

@@ -1,7 +1,8 @@
 """`LanguageModel`: the LightningModule of one trial; the same code for every residual design.
 
 Loss: next-token cross-entropy over positions whose target is not -100 (all positions for
-text; the answers only for MQAR). Logs `train_loss`, `val_loss`, `val_ppl`, `tokens`, the
+text; the answers only for MQAR). Logs `train_loss`, `val_loss`, `val_ppl`, `val_bpb` (text data:
+the validation targets' summed cross-entropy in bits over the UTF-8 bytes they stand for), `tokens`, the
 data module's accuracy metric (`mqar_acc`) and the learning rate `lr`.
 """
 
@@ -67,7 +68,10 @@ class LanguageModel(pl.LightningModule):
         return loss
 
     def on_validation_epoch_start(self) -> None:
-        self._val_sums = torch.zeros(3, dtype=torch.float64, device=self.device)  # loss*n, n, right
+        # loss*n, n, right, UTF-8 bytes of the targets
+        self._val_sums = torch.zeros(4, dtype=torch.float64, device=self.device)
+        table = getattr(self.trainer.datamodule, "token_bytes", None)
+        self._token_bytes = None if table is None else torch.as_tensor(table, device=self.device)
 
     def validation_step(self, batch, batch_idx):
         inputs, targets = batch
@@ -77,14 +81,18 @@ class LanguageModel(pl.LightningModule):
         mask = targets != IGNORE
         n = mask.sum()
         right = ((logits.argmax(-1) == targets) & mask).sum()
-        self._val_sums += torch.stack([self._loss(logits, targets).double() * n, n.double(), right.double()])
+        nbytes = self._token_bytes[targets[mask]].sum() if self._token_bytes is not None else n
+        sums = [self._loss(logits, targets).double() * n, n.double(), right.double(), nbytes.double()]
+        self._val_sums += torch.stack(sums)
 
     def on_validation_epoch_end(self) -> None:
         """Token-weighted means over the whole validation set (summed over data-parallel workers)."""
-        total, n, right = self.trainer.strategy.reduce(self._val_sums, reduce_op="sum").tolist()
+        total, n, right, nbytes = self.trainer.strategy.reduce(self._val_sums, reduce_op="sum").tolist()
         loss = total / max(n, 1.0)
         self.log("val_loss", loss)
         self.log("val_ppl", math.exp(min(loss, 80.0)))
+        if self._token_bytes is not None:  # bits per UTF-8 byte: comparable across tokenizers
+            self.log("val_bpb", total / math.log(2) / max(nbytes, 1.0))
         if self.accuracy_metric is not None:
             self.log(self.accuracy_metric, right / max(n, 1.0))
         self.log("tokens", float(self.tokens_seen))

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from optuna.trial import TrialState
 
-from sweeps.report import equal_cost
+from sweeps.report import equal_cost, importance, paired_curves
 from sweeps.report.costs import costs_path, load_costs, round_samples, scale_samples
 from sweeps.report.fronts import compute, is_reference
 from sweeps.report.outputs import conclusions_text, row_name, table_text, write_files
@@ -67,10 +67,17 @@ def report_fronts(study, trials, tracker=None, stream=None) -> dict[str, float]:
     print(conclusions_text(result), file=stream)
     for path in paths:
         print(f"  {path}", file=stream)
+    ranked = importance.report(result, trials, study.results_dir() / "importance", tracker, stream)
     if tracker is not None:
         paths += _loss_at_equal_cost(tracker, result, study.results_dir() / "pareto", stream)
+        names = {r["point"]: row_name(r) for r in result["points"]}
+        paths += paired_curves.write(
+            paired_curves.compute(tracker.client, result), names, study.results_dir() / "pareto"
+        )
         for path in paths:
             tracker.log_file(tracker.parent_id, path, "pareto")
+        for path in ranked:
+            tracker.log_file(tracker.parent_id, path, "importance")
         _tag_children(tracker, trials, result)
     return {"hypervolume": result["hypervolume"], "front_size": float(len(result["front"])),
             "points": float(len(result["points"]))}  # fmt: skip

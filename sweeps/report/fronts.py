@@ -35,6 +35,7 @@ def point_table(trials, metrics: Sequence[str]) -> list[dict]:
         row["trials"] = [t.number for t in group]
         row["runs"] = [t.user_attrs.get("mlflow_run_id") for t in group]
         keys = [t.user_attrs.get("seed", f"run{j}") for j, t in enumerate(group)]  # seeds pair points
+        row["run_seeds"] = keys  # the seed of each of `runs`
         row["samples"] = {
             m: {k: t.values[i] for k, t in zip(keys, group, strict=True)} for i, m in enumerate(metrics)
         }

@@ -50,6 +50,7 @@ class Driver:
             timeout_s=self.plan.study.trial_timeout(config, expected.get(TOKENS_PER_S)),
             worker_cpus=self.plan.study.resources.cpus,
             worker_gpus=self.plan.study.resources.gpus,
+            system_metrics=self.plan.study.output.system_metrics,
         )
 
     def end(self, run: RunSpec, outcome: Outcome) -> list[float] | None:

@@ -41,12 +41,14 @@ def plan_text(study: Study) -> str:
         else f"points       {study.n_points()} x {study.seeds.describe()} ="
         f" {study.n_runs()} to {study.n_runs_max()} trial(s)",
         f"objectives   {', '.join(f'{o.metric} ({o.direction})' for o in study.objectives)}",
+        _hypervolume_text(study),
         *_verdicts_lines(study),
         _budget_text(study),
         _scheduler_text(study),
         f"backend      {backend.describe(study)}",
         f"resources    {_resources_text(study.resources)}; {backend.concurrency(study)} at a time",
-        f"mlflow       {study.mlflow_uri()} experiment {study.experiment_name!r}",
+        f"mlflow       {study.mlflow_uri()} experiment {study.experiment_name!r}; system metrics "
+        f"{study.output.system_metrics}" + (" (off: CPU trials)" if study.resources.gpus == 0 else ""),
         f"optuna       {study.storage_url()} study {study.name!r}",
         f"results      {study.results_dir()}",
     ]
@@ -77,6 +79,13 @@ def _budget_text(study: Study) -> str:
         )
     where = "each point's below" if study.sampler.kind == "grid" else "over the corners of the space"
     return f"budget       {min(budgets)}..{max(budgets)} tokens per trial ({where})"
+
+
+def _hypervolume_text(study: Study) -> str:
+    if study.hypervolume is None:
+        return "hypervolume  no history (no `hypervolume:` bounds)"
+    bounds = ", ".join(f"{m} [{b:g}, {w:g}]" for m, (b, w) in study.hypervolume.items())
+    return f"hypervolume  history on fixed bounds [best, worst]: {bounds}"
 
 
 def _scheduler_text(study: Study) -> str:

@@ -30,6 +30,7 @@ from optuna.trial import TrialState
 
 from arch.configtree import ConfigError
 from sweeps.report.analysis import report_fronts
+from sweeps.report.history import log_history
 from sweeps.report.scaling.of_study import report_ladder
 from sweeps.run import backends
 from sweeps.run.driver import Driver
@@ -176,6 +177,8 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe, costs: dict) ->
         )
         if status == "FINISHED" and study.rungs:  # the ladder's fits and predictions, after the fronts
             scaling = report_ladder(study, plan.trials(), tracker, stream)
+        if hv := log_history(tracker, study, plan.trials()):  # every launch, interrupted ones too
+            print(f"hypervolume history (fixed bounds): {len(hv)} trials, last {hv[-1]:.4f}", file=stream)
         costs["report_s"] = time.time() - reporting
         wall = time.time() - progress.start
         summary["probe_s"] = getattr(probe, "seconds", 0.0)

@@ -45,6 +45,7 @@ class TrialTask:
     timeout_s: float | None = None  # wall-clock limit of the training (None: none)
     worker_cpus: float = 1.0  # each data-parallel worker's share (resources.cpus / gpus; Ray Train)
     worker_gpus: float = 0.0
+    system_metrics: str = "off"  # output.system_metrics: auto | on | off (`system_metrics_wanted`)
 
     @property
     def workers(self) -> int:
@@ -133,6 +134,33 @@ def report_callback(report: Report):
     return ReportOnValidation()
 
 
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def system_metrics_wanted(task: TrialTask) -> bool:
+    """MLflow's system metrics for this run: `on`, or `auto` on a trial that trains on CUDA (it
+    asks for GPUs and this worker has CUDA); never on a CPU trial."""
+    if task.system_metrics == "off" or task.worker_gpus == 0:
+        return False
+    return task.system_metrics == "on" or cuda_available()
+
+
+def system_metrics(task: TrialTask):
+    """A started `mlflow.system_metrics.SystemMetricsMonitor` on the run (None when not wanted).
+    Its GPU part needs nvidia-ml-py (the extra `gpu`); its interval is MLflow's (10 s, or
+    MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL)."""
+    if not system_metrics_wanted(task):
+        return None
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+    monitor = SystemMetricsMonitor(task.run_id, tracking_uri=task.tracking_uri)
+    monitor.start()
+    return monitor
+
+
 def default_fit():
     from trainers.fit import fit  # Lightning: loaded where a trial trains, not in a Ray launcher
 
@@ -155,6 +183,7 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
     folder = tempfile.TemporaryDirectory(prefix="satsweep-ckpt-") if task.keep_checkpoint else None
     checkpoint = Path(folder.name) / CHECKPOINT_NAME if folder else None
     watchdog = Watchdog(task.timeout_s)
+    monitor = system_metrics(task)
     try:
         with watchdog:
             fit_start = time.perf_counter()
@@ -184,6 +213,8 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
             return Outcome("timeout", {}, f"TrialTimeout: {limit}\n\n{_describe(err)}", time.time() - start)
         return Outcome(classify(err), {}, _describe(err), time.time() - start)
     finally:
+        if monitor is not None:  # its last samples, before the driver ends the run
+            monitor.finish()
         if folder is not None:
             folder.cleanup()
 

@@ -4,6 +4,7 @@ is checked where runs start (`sweeps.run.backends.study_issues`), before anythin
 
 from __future__ import annotations
 
+import math
 import re
 
 from arch.configtree import ConfigError, Issue, join
@@ -20,6 +21,15 @@ def study_issues(study) -> list[Issue]:
     issues = _name_and_objectives(study, metrics)
     if study.ray.address is not None and (study.ray.num_cpus is not None or study.ray.num_gpus is not None):
         issues.append(Issue("ray.num_cpus", "applies only to a local Ray (ray.address: null)"))
+    issues += _hypervolume(study)
+    if study.output.system_metrics == "on" and study.resources.gpus == 0:
+        issues.append(
+            Issue(
+                "output.system_metrics",
+                "given 'on' with resources.gpus 0; allowed: auto or off (a CPU study: system metrics "
+                "would only add noise)",
+            )
+        )
     return issues + _repeats(study) + _scaling(study, metrics) + _margins(study, metrics)
 
 
@@ -81,6 +91,28 @@ def _margins(study, metrics: list[str]) -> list[Issue]:
     return issues
 
 
+def _hypervolume(study) -> list[Issue]:
+    """`hypervolume:` gives every objective, and only them, a [best, worst] pair in its direction."""
+    if study.hypervolume is None:
+        return []
+    directions = {o.metric: o.direction for o in study.objectives}
+    issues = []
+    for metric in directions.keys() - study.hypervolume.keys():
+        issues.append(Issue(f"hypervolume.{metric}", "missing; allowed: [best, worst] for every objective"))
+    for metric, pair in study.hypervolume.items():
+        path = f"hypervolume.{metric}"
+        if metric not in directions:
+            issues.append(Issue(path, f"given {metric!r}; allowed: an objective ({', '.join(directions)})"))
+        elif len(pair) != 2 or not all(math.isfinite(v) for v in pair):
+            issues.append(Issue(path, f"given {pair}; allowed: [best, worst], two finite numbers"))
+        elif (pair[0] < pair[1]) != (directions[metric] == "minimize") or pair[0] == pair[1]:
+            order = "best < worst" if directions[metric] == "minimize" else "best > worst"
+            issues.append(
+                Issue(path, f"given {pair}; allowed: [best, worst] with {order} ({directions[metric]})")
+            )
+    return issues
+
+
 def validate_points(study) -> list[Issue]:
     """The base trial config and every point of the space (grid) or every choice and bound."""
     issues: list[Issue] = _check_names(study)
@@ -111,6 +143,7 @@ def validate_points(study) -> list[Issue]:
     for i, objective in enumerate(study.objectives):
         if problem := metrics_table.data_issue(objective.metric, base.data.kind):
             issues.append(Issue(f"objectives[{i}].metric", problem))
+    issues.extend(_per_token_across_tokenizers(study, points))
     if study.scheduler.kind == "asha":
         grace, smallest = study.scheduler.grace_tokens, min(study.budgets)
         if grace is not None and grace >= smallest:
@@ -134,6 +167,33 @@ def validate_points(study) -> list[Issue]:
     if not issues:
         issues.extend(_check_paths(study))
     return issues + downstream_issues(study)
+
+
+PER_TOKEN = ("val_loss", "val_ppl", "train_loss")  # per token: a byte and a BPE model's differ in kind
+
+
+def tokenization(config) -> str:
+    """What a token is in a trial's data: its tokenizer and vocabulary (text), its shards (tokens)."""
+    data = config.data
+    if data.kind == "text":
+        return "byte" if data.tokenizer == "byte" else f"bpe{data.bpe_vocab_size}"
+    return f"{data.kind}:{getattr(data, 'path', '')}"
+
+
+def _per_token_across_tokenizers(study, points) -> list[Issue]:
+    """A study whose points differ in what a token is cannot rank on a per-token loss."""
+    configs = [c for c in map(study._resolved_config, points) if c is not None]  # others: reported
+    kinds = sorted({tokenization(c) for c in configs})
+    if len(kinds) < 2:
+        return []
+    why = (
+        f"per token, and the points differ in tokenizer ({', '.join(kinds)}); "
+        "allowed: val_bpb (bits per byte)"
+    )
+    named = [(f"objectives[{i}].metric", o.metric) for i, o in enumerate(study.objectives)]
+    if study.scheduler.kind != "none":
+        named.append(("scheduler.metric", study.scheduler.metric))
+    return [Issue(path, f"given {metric!r}: {why}") for path, metric in named if metric in PER_TOKEN]
 
 
 def _check_ladder_reference(study) -> list[Issue]:

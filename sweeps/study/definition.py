@@ -9,6 +9,7 @@
     n_trials, repeats, max_concurrent, scheduler, resources, probe, backend, ray, output
     verdicts: {level: 0.95, family: holm | none, spending: obrien_fleming | pocock}
     margins: {val_loss: 0.01}        # per objective: within +-margin of the reference is `equivalent`
+    hypervolume: {val_loss: [2.0, 4.0], ...}   # per objective [best, worst]: the hypervolume history
     scaling: {sizes, tokens | tokens_per_param, token_scale, targets}   # a ladder (sweeps.study.ladder)
 
 The `Study` is the one home of what follows from its file: the parsed base trial (`base`), the
@@ -69,6 +70,9 @@ class Study:
     # Equivalence margins per objective ({val_loss: 0.01}): a point whose adjusted difference
     # interval lies inside +-margin is `equivalent`; one it does not decide is `undecided`.
     margins: dict[str, float] = dataclasses.field(default_factory=dict)
+    # The hypervolume history's fixed normalisation (sweeps.report.history): per objective
+    # [best, worst], declared before the launch; None: no history is logged.
+    hypervolume: dict[str, list[float]] | None = None
     # A scaling ladder (sweeps.study.ladder): its rungs become the grid parameter RUNG at load.
     scaling: dict[str, Any] | None = None
     max_concurrent: int | None = bounded(None, ge=1)  # None: as many as the resources allow

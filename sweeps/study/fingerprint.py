@@ -31,7 +31,8 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, str]:
 
 def fingerprint(study) -> dict[str, str]:
     """What defines this study's results, flattened to key paths -> JSON values: the resolved
-    base trial, the space, sampler, objectives, counts, scheduler, reference and probe.
+    base trial, the space, sampler, objectives, counts, scheduler, reference, probe and the
+    hypervolume history's bounds.
     Not in it (changing them changes no result): max_concurrent, resources (but its workers,
     in the trial: they change the memory of a worker), probe.max_models, backend, ray, output,
     name and description."""
@@ -48,6 +49,7 @@ def fingerprint(study) -> dict[str, str]:
         "scheduler": dump(study.scheduler),
         "reference": study.reference,
         "probe": {k: v for k, v in dump(study.probe).items() if k != "max_models"},  # grouping only
+        **({"hypervolume": study.hypervolume} if study.hypervolume is not None else {}),  # its scale
     }
     space = {f"space.{name}": json.dumps(dump(p), sort_keys=True) for name, p in study.space.items()}
     flat = _flatten(parts)

@@ -128,3 +128,7 @@ class OutputConfig:
     checkpoints: bool = (
         True  # keep each trial's final weights (artifact trainers.records.CHECKPOINT_ARTIFACT)
     )
+    # MLflow's system metrics (system/*: GPU utilisation and memory, CPU, disk, network, every
+    # 10 s) in each trial's run: auto = on for a trial that trains on CUDA, off on CPU (where they
+    # only add noise beside the exact peak_mem_mb); on (a GPU study only); off.
+    system_metrics: Literal["auto", "on", "off"] = "auto"

@@ -16,6 +16,7 @@ import numpy as np
 
 from trainers.config import TokenDataConfig
 from trainers.data.registry import register_data
+from trainers.data.tokenizer import BPETokenizer, ByteTokenizer
 from trainers.data.windows import WindowDataModule
 
 DTYPES = ("uint16", "uint32")
@@ -46,4 +47,19 @@ class TokenDataModule(WindowDataModule):
         self.folder = Path(cfg.path).expanduser().absolute()
 
     def arrays(self):
+        self.token_bytes = shard_token_bytes(self.folder)
         return open_shards(self.folder, "train"), open_shards(self.folder, "val")
+
+
+def shard_token_bytes(folder: Path) -> np.ndarray | None:
+    """UTF-8 bytes per token id of shards written by `trainers.prepare` (from their tokenizer:
+    `meta.json`'s tokenizer byte, or bpe with its `tokenizer.json`); None for shards of another
+    origin (their tokenizer is unknown here, and so is val_bpb)."""
+    kind = read_meta(folder).get("tokenizer")
+    if kind == "byte":
+        return ByteTokenizer().byte_lengths()
+    if kind == "bpe" and (folder / "tokenizer.json").is_file():
+        from tokenizers import Tokenizer
+
+        return BPETokenizer(Tokenizer.from_file(str(folder / "tokenizer.json"))).byte_lengths()
+    return None

@@ -53,6 +53,15 @@ def tokenized_corpus(cfg: TextDataConfig, root: Path) -> tuple[np.ndarray, np.nd
     return train, val, meta
 
 
+def token_byte_lengths(cfg: TextDataConfig, root: Path) -> np.ndarray:
+    """UTF-8 bytes of text each token id stands for (val_bpb's denominator), from the tokenizer
+    (the BPE one from its cache)."""
+    if cfg.tokenizer == "byte":
+        return make_tokenizer("byte", b"", 256, root).byte_lengths()
+    train_bytes, _ = split(load_corpus(cfg.corpus, cfg.path, cfg.max_bytes), cfg.val_fraction)
+    return make_tokenizer(cfg.tokenizer, train_bytes, cfg.bpe_vocab_size, root).byte_lengths()
+
+
 def unigram_entropy(ids: np.ndarray, vocab_size: int) -> float:
     """Entropy in nats per token of the empirical unigram distribution of `ids`."""
     counts = np.bincount(np.asarray(ids, dtype=np.int64), minlength=vocab_size).astype(np.float64)
@@ -69,4 +78,5 @@ class TextDataModule(WindowDataModule):
 
     def arrays(self):
         train, val, self.meta = tokenized_corpus(self.cfg, self.root)
+        self.token_bytes = token_byte_lengths(self.cfg, self.root)
         return [train], [val]

@@ -46,6 +46,10 @@ class ByteTokenizer:
     def decode(self, ids) -> str:
         return bytes(int(i) for i in ids).decode("utf-8", errors="replace")
 
+    def byte_lengths(self) -> np.ndarray:
+        """UTF-8 bytes each token id stands for: one."""
+        return np.ones(self.vocab_size, dtype=np.int64)
+
 
 class BPETokenizer:
     """Byte-level BPE (GPT-2 style pre-tokenisation, no special tokens)."""
@@ -81,6 +85,21 @@ class BPETokenizer:
 
     def decode(self, ids) -> str:
         return self.tok.decode([int(i) for i in ids])
+
+    def byte_lengths(self) -> np.ndarray:
+        """UTF-8 bytes each token id stands for: byte-level BPE writes every byte as one character
+        of its alphabet (GPT-2's byte-to-unicode map), so a token's length in characters is its
+        length in bytes."""
+        from tokenizers import pre_tokenizers
+
+        alphabet = set(pre_tokenizers.ByteLevel.alphabet())
+        out = np.zeros(self.vocab_size, dtype=np.int64)
+        for i in range(self.vocab_size):
+            token = self.tok.id_to_token(i)
+            if not set(token) <= alphabet:
+                raise ValueError(f"token {i} ({token!r}) is not byte-level: its byte count is unknown")
+            out[i] = len(token)
+        return out
 
 
 def make_tokenizer(kind: str, train_bytes: bytes, vocab_size: int, cache_dir: Path):

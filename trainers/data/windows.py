@@ -117,6 +117,9 @@ class LMDataModule(pl.LightningDataModule):
     """
 
     accuracy_metric: str | None = None
+    # UTF-8 bytes each token id stands for, once `setup` ran (None: the data has no text bytes):
+    # the module logs val_bpb with it.
+    token_bytes: np.ndarray | None = None
 
     def __init__(self, batch_size: int, train_batches: int, val_batches: int, seed: int):
         super().__init__()

@@ -1,0 +1,127 @@
+"""When during training a difference appears: each point's paired difference to its reference at
+every evaluation, over the seeds they share.
+
+Per point and its reference (the study's, or the rung's in a ladder) and per shared seed s, the
+loss curves of the two runs (MLflow histories of the children) are matched at the token counts
+both logged an evaluation at, and d_s(t) = point_s(t) - reference_s(t); at each t, the mean over
+the shared seeds and its 95% t band (pointwise, at each evaluation on its own: a picture of when a
+gap opens or closes, not a verdict; the verdict at the end of training is the fronts'). With one
+shared seed there is no band. The loss is `val_bpb` when the study ranks on it (a sweep over
+tokenizers), else `val_loss`.
+
+Files: `paired_curves.csv` (point, reference, metric, tokens, seeds, diff, lo, hi) and
+`paired_curves.png` (one line and band per point, 0 dashed), in the parent run's `pareto/`.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+from sweeps.report.stats import interval
+
+
+def loss_metric(result: Mapping) -> str:
+    metrics = [o["metric"] for o in result["objectives"]]
+    return "val_bpb" if "val_bpb" in metrics else "val_loss"
+
+
+def run_curve(client, run_id: str, metric: str) -> dict[float, float]:
+    """{tokens: value} of one run's evaluations."""
+    values = {m.step: m.value for m in client.get_metric_history(run_id, metric)}
+    tokens = {m.step: m.value for m in client.get_metric_history(run_id, "tokens")}
+    return {tokens[s]: v for s, v in values.items() if s in tokens}
+
+
+def seed_curves(client, row: Mapping, metric: str) -> dict[str, dict[float, float]]:
+    """Per seed of a point, its run's curve."""
+    out = {}
+    for seed, run_id in zip(row.get("run_seeds", []), row["runs"], strict=False):
+        if run_id and (curve := run_curve(client, run_id, metric)):
+            out[seed] = curve
+    return out
+
+
+def differences(point: Mapping, reference: Mapping) -> list[dict]:
+    """Rows (tokens, seeds, diff, lo, hi) of point - reference over their shared seeds, at the
+    token counts every one of those runs evaluated at. `point`/`reference`: {seed: {tokens: v}}."""
+    seeds = sorted(point.keys() & reference.keys(), key=str)
+    if not seeds:
+        return []
+    shared = set.intersection(*(set(point[s]) & set(reference[s]) for s in seeds))
+    rows = []
+    for tokens in sorted(shared):
+        ci = interval([point[s][tokens] - reference[s][tokens] for s in seeds])
+        rows.append(
+            {"tokens": tokens, "seeds": len(seeds), "diff": ci["mean"], "lo": ci["lo"], "hi": ci["hi"]}
+        )
+    return rows
+
+
+def compute(client, result: Mapping) -> list[dict]:
+    """Every point against its reference: rows with point, reference and metric added."""
+    metric = loss_metric(result)
+    by_id = {r["point"]: r for r in result["points"]}
+    cache: dict[str, dict] = {}
+
+    def curves(pid):
+        if pid not in cache:
+            cache[pid] = seed_curves(client, by_id[pid], metric)
+        return cache[pid]
+
+    out = []
+    for pid, ref in result.get("references", {}).items():
+        if pid == ref:
+            continue
+        for row in differences(curves(pid), curves(ref)):
+            out.append({"point": pid, "reference": ref, "metric": metric, **row})
+    return out
+
+
+def write(rows: list[dict], names: Mapping[str, str], folder: Path) -> list[Path]:
+    """paired_curves.csv and paired_curves.png ([] when there is nothing to pair)."""
+    for old in ("paired_curves.csv", "paired_curves.png"):  # of an earlier analysis
+        (folder / old).unlink(missing_ok=True)
+    if not rows:
+        return []
+    folder.mkdir(parents=True, exist_ok=True)
+    table = folder / "paired_curves.csv"
+    with table.open("w", newline="") as handle:
+        w = csv.DictWriter(
+            handle, ["point", "name", "reference", "metric", "tokens", "seeds", "diff", "lo", "hi"]
+        )
+        w.writeheader()
+        for r in rows:
+            w.writerow({**r, "name": names.get(r["point"], r["point"])})
+    return [table, _plot(rows, names, folder / "paired_curves.png")]
+
+
+def _plot(rows: list[dict], names: Mapping[str, str], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for pid in dict.fromkeys(r["point"] for r in rows):
+        mine = [r for r in rows if r["point"] == pid]
+        tokens = [r["tokens"] for r in mine]
+        line = ax.plot(tokens, [r["diff"] for r in mine], marker=".", label=names.get(pid, pid))[0]
+        if all(math.isfinite(r["lo"]) for r in mine):
+            ax.fill_between(
+                tokens, [r["lo"] for r in mine], [r["hi"] for r in mine], alpha=0.2, color=line.get_color()
+            )
+    ax.axhline(0.0, color="black", lw=0.8, ls="--")
+    metric = rows[0]["metric"]
+    ax.set_xlabel("tokens")
+    ax.set_ylabel(f"{metric}: point - reference (paired over seeds)")
+    ax.set_title(
+        f"{metric} difference to the reference at each evaluation (pointwise 95% t band)", fontsize=9
+    )
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
