@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from tests.trainers.conftest import TEXT
-from trainers import TrialConfig, fit
+from trainers import TrialConfig
+from trainers.fit import fit
 from trainers.data.build import build_datamodule
 from trainers.data.cache import cache_root
 from trainers.data.corpora import load_corpus
