@@ -6,6 +6,7 @@ import math
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from arch.config import ModelConfig
 from arch.designs.base import ResidualDesign, build_design
@@ -30,8 +31,29 @@ class Block(nn.Module):
         design.add_mlp(i, state, self.mlp(self.mlp_norm(design.mlp_input(i, state))))
 
 
+def _checkpointed(block: Block, design: ResidualDesign, state, rotary: Rotary):
+    """`block` on `state`, its activations recomputed in backward instead of kept (activation
+    checkpointing). A block updates the design's state in place, so the recomputation must start
+    from the state as it was: it runs on a fork of a snapshot taken now. Returns the new state."""
+    before = state.fork()
+    after = []
+
+    def run() -> None:
+        forked = before.fork()
+        block(design, forked, rotary)
+        if not after:  # the forward pass; the recomputation in backward builds the same again
+            after.append(forked)
+
+    checkpoint(run, use_reentrant=False)
+    return after[0]
+
+
 class Transformer(nn.Module):
-    """forward(tokens [B, T]) -> logits [B, T, vocab]; with return_gates also {layer: gate}."""
+    """forward(tokens [B, T]) -> logits [B, T, vocab]; with return_gates also {layer: gate}.
+
+    `hidden(tokens)` is the final norm's output [B, T, D], what the head maps to logits (a loss
+    can take it and the head's weight, and never build the whole logits). With
+    `checkpoint_blocks`, every block's activations are recomputed in backward (same values)."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -61,14 +83,24 @@ class Transformer(nn.Module):
                     last = name.rsplit(".", 1)[-1]
                     nn.init.normal_(module.weight, std=scaled if last in ("o_proj", "down_proj") else std)
 
-    def forward(self, tokens: torch.Tensor, return_gates: bool = False):
+    def forward(self, tokens: torch.Tensor, return_gates: bool = False, checkpoint_blocks: bool = False):
+        h, gates = self.hidden(tokens, return_gates=True, checkpoint_blocks=checkpoint_blocks)
+        logits = self.head(h)
+        return (logits, gates) if return_gates else logits
+
+    def hidden(self, tokens: torch.Tensor, return_gates: bool = False, checkpoint_blocks: bool = False):
+        """The final norm's output [B, T, D]; with return_gates also {layer: gate}."""
         if tokens.shape[1] > self.cfg.max_seq_len:
             raise ValueError(f"sequence length {tokens.shape[1]} exceeds max_seq_len {self.cfg.max_seq_len}")
         state = self.residual.begin(self.embed(tokens), record_gates=return_gates)
+        recompute = checkpoint_blocks and torch.is_grad_enabled()
         for block in self.blocks:
-            block(self.residual, state, self.rotary)
-        logits = self.head(self.norm(self.residual.end(state)))
-        return (logits, state.gates) if return_gates else logits
+            if recompute:
+                state = _checkpointed(block, self.residual, state, self.rotary)
+            else:
+                block(self.residual, state, self.rotary)
+        h = self.norm(self.residual.end(state))
+        return (h, state.gates) if return_gates else h
 
     def param_counts(self) -> dict[str, int]:
         total = sum(p.numel() for p in self.parameters())

@@ -17,10 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
+
 from arch import ModelConfig
 from arch.configtree import ConfigError, Issue, dump, join, parse, variant_by_kind
 from trainers.data.corpora import CORPORA
 from trainers.decay_groups import GROUPS
+from trainers.loss import FUSED_PACKAGE, fused_available
 
 
 def _at_least(default, bound=1):
@@ -130,6 +133,26 @@ def _no_decay_groups() -> list[str]:
     return list(GROUPS)
 
 
+def _fused_loss_issues(path: str) -> list[Issue]:
+    """`train.loss: fused` needs CUDA and liger-kernel on the machine that loads the config."""
+    if not torch.cuda.is_available():
+        return [
+            Issue(
+                path,
+                "given 'fused'; needs CUDA, which this machine lacks; allowed here: auto, plain, chunked",
+            )
+        ]
+    if not fused_available():
+        return [
+            Issue(
+                path,
+                f"given 'fused'; needs the package {FUSED_PACKAGE} (pip install -e '.[fused-loss]'); "
+                "allowed without it: auto, plain, chunked",
+            )
+        ]
+    return []
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     tokens: int = _at_least(1_000_000)  # training budget; steps are derived from it
@@ -157,6 +180,12 @@ class TrainConfig:
     num_threads: int | None = None  # CPU threads for torch, per worker (None: the cores shared out)
     # Data-parallel processes of one run (trainers.distributed); batch_size stays the global batch.
     workers: int = _at_least(1)
+    # The loss from the final norm's output (trainers.loss): plain (whole logits), chunked (a chunk of
+    # positions at a time, recomputed in backward), fused (liger-kernel, CUDA only), auto (fused on
+    # CUDA when installed, else chunked past 1 GiB of one micro-batch's fp32 logits, else plain).
+    loss: Literal["auto", "plain", "chunked", "fused"] = "auto"
+    # blocks: every block's activations recomputed in backward instead of kept (same values).
+    activation_checkpointing: Literal["none", "blocks"] = "none"
 
     def check(self, path: str) -> list[Issue]:
         groups = _no_decay_groups()
@@ -165,6 +194,10 @@ class TrainConfig:
                 return [
                     Issue(join(join(path, "no_decay"), i), f"given {group!r}; allowed: {', '.join(groups)}")
                 ]
+        if self.loss == "fused":
+            issues = _fused_loss_issues(join(path, "loss"))
+            if issues:
+                return issues
         if self.batch_size % self.workers:
             return [
                 Issue(

@@ -1,8 +1,10 @@
 """`LanguageModel`: the LightningModule of one trial; the same code for every residual design.
 
 Loss: next-token cross-entropy over positions whose target is not -100 (all positions for
-text; the answers only for MQAR). Logs `train_loss`, `val_loss`, `val_ppl`, `val_bpb` (text data:
-the validation targets' summed cross-entropy in bits over the UTF-8 bytes they stand for), `tokens`, the
+text; the answers only for MQAR), from the final norm's output along `train.loss`'s path
+(trainers.loss), in training and validation alike. Logs `train_loss`, `val_loss`, `val_ppl`,
+`val_bpb` (text data: the validation targets' summed cross-entropy in bits over the UTF-8 bytes
+they stand for), `tokens`, the
 data module's accuracy metric (`mqar_acc`) and the learning rate `lr`.
 """
 
@@ -12,15 +14,15 @@ import math
 
 import lightning.pytorch as pl
 import torch
-import torch.nn.functional as F
 
 from arch import build_model
 from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
+from trainers.loss import IGNORE, eval_sums, lm_loss, resolve_loss
 from trainers.optim import build_optimizer
 from trainers.schedules import lr_multiplier
 
-IGNORE = -100
+__all__ = ["IGNORE", "LanguageModel", "resolve_precision"]
 
 
 def resolve_precision(precision: str) -> str:
@@ -37,8 +39,10 @@ class LanguageModel(pl.LightningModule):
         self.cfg = cfg
         self.accuracy_metric = accuracy_metric
         self.model = build_model(cfg.model)
-        # Kept out of the module tree, so parameters are not listed twice.
-        object.__setattr__(self, "_forward", torch.compile(self.model) if cfg.train.compile else self.model)
+        hidden = self.model.hidden
+        object.__setattr__(self, "_hidden", torch.compile(hidden) if cfg.train.compile else hidden)
+        self.checkpoint_blocks = cfg.train.activation_checkpointing == "blocks"
+        self._loss_kind: str | None = None
         self.record_gates = False  # set by GateStatsCallback on the steps it samples
         self.last_gates: dict[int, torch.Tensor] | None = None
         self.last_val_step = -1
@@ -47,16 +51,26 @@ class LanguageModel(pl.LightningModule):
     def tokens_seen(self) -> int:
         return self.global_step * self.cfg.tokens_per_step
 
-    def _loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+    @property
+    def loss_kind(self) -> str:
+        """`train.loss` with `auto` resolved for this device and one worker's micro-batch."""
+        if self._loss_kind is None:
+            cfg = self.cfg
+            rows = cfg.train.batch_size // cfg.train.workers
+            self._loss_kind = resolve_loss(
+                cfg.train.loss, self.device, rows, cfg.data.seq_len, cfg.model.vocab_size
+            )
+        return self._loss_kind
 
     def training_step(self, batch, batch_idx):
         inputs, targets = batch
         if self.record_gates:
-            logits, self.last_gates = self._forward(inputs, return_gates=True)
+            h, self.last_gates = self._hidden(
+                inputs, return_gates=True, checkpoint_blocks=self.checkpoint_blocks
+            )
         else:
-            logits = self._forward(inputs)
-        loss = self._loss(logits, targets)
+            h = self._hidden(inputs, checkpoint_blocks=self.checkpoint_blocks)
+        loss = lm_loss(self.loss_kind, h, self.model.head.weight, targets)
         # Data-parallel: the mean over workers (their shares are the same size), so the logged loss
         # is the global batch's and every worker sees a divergence at the same step.
         shown = self.trainer.strategy.reduce(loss.detach().clone(), reduce_op="mean")
@@ -77,13 +91,10 @@ class LanguageModel(pl.LightningModule):
         inputs, targets = batch
         if not len(inputs):  # a data-parallel worker's share of a short last batch
             return
-        logits = self._forward(inputs)
+        sums = eval_sums(self.loss_kind, self._hidden(inputs), self.model.head.weight, targets)  # loss, n, right
         mask = targets != IGNORE
-        n = mask.sum()
-        right = ((logits.argmax(-1) == targets) & mask).sum()
-        nbytes = self._token_bytes[targets[mask]].sum() if self._token_bytes is not None else n
-        sums = [self._loss(logits, targets).double() * n, n.double(), right.double(), nbytes.double()]
-        self._val_sums += torch.stack(sums)
+        nbytes = self._token_bytes[targets[mask]].sum().double() if self._token_bytes is not None else sums[1]
+        self._val_sums += torch.cat([sums, nbytes.reshape(1)])
 
     def on_validation_epoch_end(self) -> None:
         """Token-weighted means over the whole validation set (summed over data-parallel workers)."""

@@ -65,6 +65,15 @@ class State:
     h: torch.Tensor
     gates: dict[int, torch.Tensor] | None = None
 
+    def fork(self) -> State:
+        """A copy whose updates leave this one as it is: the same tensors, new lists and dicts
+        (a design updates its state by assigning fields and adding to its lists and dicts)."""
+        fields = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            fields[f.name] = type(value)(value) if isinstance(value, (list, dict)) else value
+        return dataclasses.replace(self, **fields)
+
 
 class ResidualDesign(nn.Module):
     """Plain pre-norm residual: h <- h + sublayer(norm(h)). Other designs override pieces."""
