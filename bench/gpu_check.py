@@ -14,7 +14,10 @@ Checks, in order (`CHECKS`):
 - precision: bf16-true against bf16-mixed on the same SATFormer small trial (tokens/s, peak
   memory; bf16-true's parameters must take half the bytes: the cast really happened);
 - ray: a two-trial study through `python -m sweeps.launch` on local Ray with `gpus: 1` a trial;
-- compile: eager against `train.compile` on the same SATFormer mini trial (tokens/s, val_loss).
+- compile: eager against `train.compile` on the same SATFormer mini trial (tokens/s, val_loss);
+- loss: one bf16 training step at vocab 32000 along each `train.loss` path (plain, chunked, chunked
+  with block recomputation, and fused when liger-kernel is installed: `pip install -e '.[fused-loss]'`)
+  side by side (bench.loss_paths): the losses must agree and chunked must lower the peak.
 Not checked: NCCL (data parallelism needs two GPUs; NCCL refuses two ranks on one device).
 """
 
@@ -253,12 +256,36 @@ def check_ray(shards: str) -> list[Result]:
     return [Result("ray", "2 trials, gpus: 1", done.returncode == 0, {"wall_s": f"{took:.0f}"}, note)]
 
 
+LOSS_TOLERANCE = 0.01  # |loss / plain's - 1| above this fails the loss check (bf16 logits)
+
+
+def check_loss(shards: str, device="cuda", batch=8, seq_len=1024, vocab=VOCAB, chunk=None, rounds=3):
+    import torch
+
+    from bench.loss_paths import compare
+
+    found = compare(device, vocab, batch, seq_len, rounds, dtype=torch.bfloat16, chunk=chunk)
+    plain = found["plain"]
+    results = []
+    for label, values in found.items():
+        ok = abs(values["loss"] / plain["loss"] - 1) <= LOSS_TOLERANCE
+        if label != "plain":
+            ok = ok and values["peak_MiB"] < plain["peak_MiB"]
+        shown = {k: str(v) for k, v in values.items()}
+        results.append(Result("loss", f"mini-like bf16 step, {label}", ok, shown))
+    if "fused" not in found:
+        missing = "liger-kernel not installed (or no CUDA): the fused path was not run"
+        results.append(Result("loss", "fused", False, note=missing))
+    return results
+
+
 CHECKS: list[tuple[str, Callable[[str], list[Result]]]] = [
     ("trials", check_trials),
     ("memory", check_memory),
     ("precision", check_precision),
     ("ray", check_ray),
     ("compile", check_compile),
+    ("loss", check_loss),
 ]
 
 _START = time.perf_counter()

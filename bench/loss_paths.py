@@ -32,7 +32,7 @@ def variants(device) -> dict[str, tuple[str, bool]]:
     return out
 
 
-def _step(device, vocab: int, batch: int, seq_len: int, kind: str, blocks: bool, dtype=None):
+def _step(device, vocab: int, batch: int, seq_len: int, kind: str, blocks: bool, dtype=None, chunk=None):
     torch.manual_seed(0)
     model = build_model({**MODEL, "vocab_size": vocab, "max_seq_len": seq_len}).to(device, dtype=dtype)
     opt = build_optimizer(model, TrainConfig())
@@ -42,7 +42,7 @@ def _step(device, vocab: int, batch: int, seq_len: int, kind: str, blocks: bool,
 
     def step(meter=None):
         h = model.hidden(x[:, :-1], checkpoint_blocks=blocks)
-        loss = lm_loss(kind, h, model.head.weight, x[:, 1:])
+        loss = lm_loss(kind, h, model.head.weight, x[:, 1:], chunk=chunk)
         if meter is not None:
             meter.backward_starts()
         loss.backward()
@@ -53,11 +53,12 @@ def _step(device, vocab: int, batch: int, seq_len: int, kind: str, blocks: bool,
     return model, opt, x, step, losses
 
 
-def compare(device, vocab=32000, batch=8, seq_len=256, rounds=5, dtype=None) -> dict[str, dict]:
-    """label -> {loss (first step), peak_MiB, activations_MiB, time_ratio_to_plain}."""
+def compare(device, vocab=32000, batch=8, seq_len=256, rounds=5, dtype=None, chunk=None) -> dict[str, dict]:
+    """label -> {loss (first step), peak_MiB, activations_MiB, time_ratio_to_plain}; `chunk`:
+    positions per chunk (default: trainers.loss's, 64 MiB of fp32 logits)."""
     results, steps = {}, {}
     for label, (kind, blocks) in variants(device).items():
-        model, opt, x, step, losses = _step(device, vocab, batch, seq_len, kind, blocks, dtype)
+        model, opt, x, step, losses = _step(device, vocab, batch, seq_len, kind, blocks, dtype, chunk)
         step()  # the warm-up step creates the optimizer state
         meter = StepMemoryMeter(device)
         meter.start(model, opt, x)

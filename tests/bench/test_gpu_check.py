@@ -27,7 +27,7 @@ def test_without_cuda_it_says_so_and_exits_2():
 
 
 def test_the_checks_and_their_order():
-    assert [name for name, _ in gpu_check.CHECKS] == ["trials", "memory", "precision", "ray", "compile"]
+    assert [name for name, _ in gpu_check.CHECKS] == ["trials", "memory", "precision", "ray", "compile", "loss"]
     assert gpu_check.PAPER_DESIGNS is paper_designs.PAPER_DESIGNS  # every paper design, one list
     assert list(gpu_check.SCALES) == ["mini", "small"] and gpu_check.BUDGET_S <= 300
 
@@ -108,3 +108,21 @@ def test_precision_check_sees_bf16_true_halve_the_parameters(toy, shards):
 
 def test_memory_meter_step_runs_on_cpu(toy):
     assert gpu_check.step_peak("cpu") > 0
+
+
+def test_loss_check_at_a_toy_size_on_cpu(shards):
+    """The Python around the loss paths' CUDA check; on CPU the fused path is absent and says so."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a toy bf16 model: two threads on a shared CPU are much slower
+    try:
+        results = gpu_check.check_loss(
+            shards, device="cpu", batch=4, seq_len=64, vocab=4096, chunk=16, rounds=1
+        )
+    finally:
+        torch.set_num_threads(threads)
+    rows = {r.name.rsplit(" ", 1)[-1]: r for r in results}
+    assert list(rows) == ["plain", "chunked", "chunked+blocks", "fused"]
+    assert all(rows[k].ok for k in ("plain", "chunked", "chunked+blocks")), results
+    assert not rows["fused"].ok and "not run" in rows["fused"].note
