@@ -115,7 +115,8 @@ class StepMemory(pl.Callback):
         self._target = measure_step
 
     def on_train_start(self, trainer, pl_module) -> None:
-        step = self.measure_step + (1 if trainer.world_size > 1 else 0)
+        # counted from the step training starts at (a resumed run starts past 0)
+        step = trainer.global_step + self.measure_step + (1 if trainer.world_size > 1 else 0)
         self._target = min(step, max(0, trainer.max_steps - 1))
         self._rss = PeakMeter(pl_module.device).__enter__()
 

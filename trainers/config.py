@@ -186,6 +186,9 @@ class TrainConfig:
     loss: Literal["auto", "plain", "chunked", "fused"] = "auto"
     # blocks: every block's activations recomputed in backward instead of kept (same values).
     activation_checkpointing: Literal["none", "blocks"] = "none"
+    # Tokens between resumable checkpoints (trainers.resume; None: none written). Needs a checkpoint
+    # folder (trainers.fit's checkpoint_dir, python -m trainers.train --checkpoint-dir).
+    checkpoint_every: int | None = dataclasses.field(default=None, metadata={"ge": 1})
 
     def check(self, path: str) -> list[Issue]:
         groups = _no_decay_groups()

@@ -16,6 +16,7 @@ from trainers.data.build import build_datamodule
 from trainers.distributed import reduce_over_workers, spawn_fit, worker_threads
 from trainers.host import keep_freed_memory
 from trainers.module import LanguageModel, resolve_precision
+from trainers.resume import AtomicCheckpointIO, every_steps, latest_valid, periodic_checkpoint
 
 _QUIET = (
     "lightning.pytorch.utilities.rank_zero",
@@ -52,6 +53,7 @@ def fit(
     data_root=None,
     checkpoint_path=None,
     progress_bar: bool = False,
+    checkpoint_dir=None,
 ) -> dict[str, float]:
     """Trains `config` for its full token budget (`cfg.max_steps` optimizer steps).
 
@@ -59,6 +61,9 @@ def fit(
     extra Lightning loggers and callbacks (the sweep launcher passes an MLFlowLogger and a Ray
     Tune reporting callback). `data_root` overrides the data cache root ($SATSWEEP_DATA).
     `checkpoint_path`: where to save the final checkpoint (none is written otherwise).
+    `checkpoint_dir`: the trial's folder of resumable checkpoints, written every
+    `train.checkpoint_every` tokens (trainers.resume); when it holds a valid one, training resumes
+    from the newest (the same run continues: same losses, bit for bit).
     With `train.workers` > 1 the run is data-parallel on that many fresh processes of this
     machine (`trainers.distributed`; loggers and callbacks must then pickle).
 
@@ -69,11 +74,22 @@ def fit(
     cfg = config if isinstance(config, TrialConfig) else TrialConfig.from_dict(config)
     kwargs = dict(
         loggers=list(loggers), callbacks=list(callbacks), data_root=data_root,
-        checkpoint_path=checkpoint_path, progress_bar=progress_bar,
+        checkpoint_path=checkpoint_path, progress_bar=progress_bar, checkpoint_dir=checkpoint_dir,
     )  # fmt: skip
     if cfg.train.workers == 1:
         return fit_process(cfg, **kwargs)
     return spawn_fit(fit_process, cfg, **kwargs)
+
+
+def _resumable(cfg: TrialConfig, checkpoint_dir) -> tuple[list, list, str | None]:
+    """(the periodic checkpoint callback, the atomic checkpoint IO, the checkpoint to resume from)."""
+    if cfg.train.checkpoint_every is None:
+        return [], [], None
+    if checkpoint_dir is None:
+        raise ValueError("train.checkpoint_every is set but no checkpoint folder was given (checkpoint_dir)")
+    steps = every_steps(cfg.train.checkpoint_every, cfg.tokens_per_step)
+    latest = latest_valid(checkpoint_dir)
+    return [periodic_checkpoint(checkpoint_dir, steps)], [AtomicCheckpointIO()], latest and str(latest)
 
 
 def fit_process(
@@ -85,6 +101,7 @@ def fit_process(
     checkpoint_path=None,
     progress_bar: bool = False,
     lightning: Mapping | None = None,
+    checkpoint_dir=None,
 ) -> dict[str, float]:
     """`fit` in this process: the whole run, or one worker's part of a data-parallel run
     (`lightning`: the Trainer's devices/strategy/plugins for it, `trainers.distributed`)."""
@@ -106,11 +123,14 @@ def fit_process(
         GateStats(cfg.train.gate_stats_every, cfg.train.grad_accum),
     ]
     loggers = list(loggers)
+    periodic, plugins, resume_from = _resumable(cfg, checkpoint_dir)
+    lightning = dict(lightning or {"devices": 1})
+    lightning["plugins"] = [*lightning.get("plugins", []), *plugins]
     trainer = pl.Trainer(
         max_steps=cfg.max_steps,
         max_epochs=-1,
         accelerator="auto",
-        **(lightning or {"devices": 1}),
+        **lightning,
         use_distributed_sampler=False,  # every worker keeps its rows of the global batch (data module)
         precision=resolve_precision(cfg.train.precision),
         accumulate_grad_batches=cfg.train.grad_accum,
@@ -121,14 +141,14 @@ def fit_process(
         num_sanity_val_steps=0,
         log_every_n_steps=cfg.train.log_every,
         logger=loggers or False,
-        callbacks=[*own, *callbacks],
-        enable_checkpointing=False,
+        callbacks=[*own, *periodic, *callbacks],
+        enable_checkpointing=bool(periodic),
         enable_progress_bar=progress_bar,
         enable_model_summary=False,
         deterministic=True,
         default_root_dir=None,
     )
-    trainer.fit(module, datamodule=data)
+    trainer.fit(module, datamodule=data, ckpt_path=resume_from)
     metrics = {k: _as_float(v) for k, v in trainer.callback_metrics.items()}
     if module.last_val_step != trainer.global_step:  # the final evaluation, when not just done
         trainer.validate(module, datamodule=data, verbose=False)

@@ -20,6 +20,7 @@ from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
 from trainers.loss import IGNORE, eval_sums, lm_loss, resolve_loss
 from trainers.optim import build_optimizer
+from trainers.resume import rng_states, set_rng_states
 from trainers.schedules import lr_multiplier
 
 __all__ = ["IGNORE", "LanguageModel", "resolve_precision"]
@@ -112,6 +113,11 @@ class LanguageModel(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # The resolved trial config travels with the weights, so a checkpoint alone rebuilds the model.
         checkpoint["trial_config"] = self.cfg.to_dict()
+        checkpoint["rng_states"] = rng_states()  # torch, CUDA, numpy, Python: a resume continues them
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if "rng_states" in checkpoint:
+            set_rng_states(checkpoint["rng_states"])
 
     def configure_optimizers(self):
         optimizer = build_optimizer(self.model, self.cfg.train)

@@ -59,6 +59,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     p.add_argument("--data-root", default=None, help="data cache root (default $SATSWEEP_DATA)")
     p.add_argument("--checkpoint", default=None, help="save the final checkpoint here")
+    p.add_argument(
+        "--checkpoint-dir",
+        default=None,
+        help="the run's resumable checkpoints (train.checkpoint_every); resumes from the newest valid one",
+    )
     p.add_argument("--progress", action="store_true", help="show Lightning's progress bar")
     return p
 
@@ -90,9 +95,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"config error{cause}:\n{err}", file=sys.stderr)
         return 2
 
+    if cfg.train.checkpoint_every is not None and args.checkpoint_dir is None:
+        print(
+            f"config error:\n{args.config}: train.checkpoint_every: given {cfg.train.checkpoint_every}; "
+            "needs --checkpoint-dir DIR (the folder of the run's resumable checkpoints)",
+            file=sys.stderr,
+        )
+        return 2
+
     loggers = [] if args.no_mlflow else [_mlflow_logger(args, cfg)]
     try:
-        metrics = fit(cfg, loggers=loggers, data_root=args.data_root, checkpoint_path=args.checkpoint)
+        metrics = fit(
+            cfg,
+            loggers=loggers,
+            data_root=args.data_root,
+            checkpoint_path=args.checkpoint,
+            checkpoint_dir=args.checkpoint_dir,
+        )
     except TrainingDiverged as err:
         print(f"diverged: {err}", file=sys.stderr)
         return 3

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import lightning.pytorch as pl
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Subset
 
 VAL_SEED = 0x5A7  # fixed: the validation windows do not depend on the trial seed
 
@@ -133,7 +133,12 @@ class LMDataModule(pl.LightningDataModule):
         self.val_set: Dataset | None = None
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(self._share(self.train_set), batch_size=None, shuffle=False, num_workers=0)
+        trainer = getattr(self, "trainer", None)
+
+        def position() -> int:  # the batches the optimizer steps so far have taken
+            return trainer.global_step * trainer.accumulate_grad_batches if trainer is not None else 0
+
+        return ResumableLoader(self._share(self.train_set), position)
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self._share(self.val_set), batch_size=None, shuffle=False, num_workers=0)
@@ -143,6 +148,30 @@ class LMDataModule(pl.LightningDataModule):
         if trainer is None or trainer.world_size == 1:
             return batches
         return WorkerShare(batches, trainer.global_rank, trainer.world_size)
+
+
+class ResumableLoader(DataLoader):
+    """The batches of `batches` in order, one at a time, from the data position a checkpoint
+    recorded on: Lightning saves `state_dict()` with a checkpoint and hands it to
+    `load_state_dict` on resume, before the first batch is drawn. Batch `i` depends only on the
+    seed and `i`, so the position (the number of batches the optimizer steps so far have taken,
+    `position()`) is the whole state."""
+
+    def __init__(self, batches: Dataset, position):
+        super().__init__(batches, batch_size=None, shuffle=False, num_workers=0)
+        self.position, self.start = position, 0
+
+    def __iter__(self):
+        if not self.start:
+            return super().__iter__()
+        rest = Subset(self.dataset, range(self.start, len(self.dataset)))
+        return iter(DataLoader(rest, batch_size=None, shuffle=False, num_workers=0))
+
+    def state_dict(self) -> dict:
+        return {"next_batch": int(self.position())}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.start = int(state["next_batch"])
 
 
 class WorkerShare(Dataset):
