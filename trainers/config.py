@@ -42,6 +42,10 @@ class DataConfig:
     def vocab_size(self, path: str, issues: list[Issue]) -> int | None:
         raise NotImplementedError
 
+    def vocab_source(self) -> str | None:
+        """Where the data's vocabulary size comes from, for error messages (None: the config)."""
+        return None
+
 
 @dataclasses.dataclass(frozen=True)
 class TextDataConfig(DataConfig):
@@ -75,8 +79,15 @@ class TokenDataConfig(DataConfig):
     # windows: random windows; chunks: shuffled non-overlapping chunks (the SATFormer code's order)
     order: Literal["windows", "chunks"] = "windows"
 
+    @property
+    def meta_path(self) -> Path:
+        return Path(self.path).expanduser().absolute() / "meta.json"
+
+    def vocab_source(self) -> str:
+        return str(self.meta_path)
+
     def vocab_size(self, path, issues) -> int | None:
-        meta = Path(self.path) / "meta.json"
+        meta = self.meta_path
         if not meta.is_file():
             issues.append(
                 Issue(
@@ -85,7 +96,15 @@ class TokenDataConfig(DataConfig):
                 )
             )
             return None
-        return int(json.loads(meta.read_text())["vocab_size"])
+        try:
+            vocab = json.loads(meta.read_text())["vocab_size"]
+            if not isinstance(vocab, int) or vocab < 1:
+                raise ValueError(f"vocab_size {vocab!r} is not a positive integer")
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            detail = f"no key {err}" if isinstance(err, KeyError) else str(err)
+            issues.append(Issue(join(path, "path"), f"given {self.path!r}; {meta} is unreadable: {detail}"))
+            return None
+        return vocab
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,10 +257,12 @@ class TrialConfig:
             )
         vocab = self.data.vocab_size(join(path, "data"), issues)
         if vocab is not None and self.model.vocab_size < vocab:
+            source = self.data.vocab_source()
             issues.append(
                 Issue(
                     join(path, "model.vocab_size"),
-                    f"given {self.model.vocab_size}; the data needs at least {vocab}",
+                    f"given {self.model.vocab_size}; the data needs at least {vocab}"
+                    + (f" ({source})" if source else ""),
                 )
             )
         return issues

@@ -1,5 +1,7 @@
 """`python -m trainers.prepare <folder of text files | corpus name> <out dir> [--tokenizer byte|bpe]
-[--vocab-size N] [--val-fraction F] [--shard-tokens N] [--max-bytes N]`
+[--vocab-size N] [--val-fraction F] [--shard-tokens N] [--max-bytes N]`, or
+`python -m trainers.prepare hf DATASET ...` for a dataset of the `datasets` library with a fast
+tokenizer (trainers.prepare_hf: the paper's FineWeb-Edu, docs/paper_data.md).
 
 Writes pre-tokenised shards for `data: {kind: tokens, path: <out dir>}`:
 `train_000.bin ...`, `val_000.bin ...` (raw little-endian uint16, or uint32 for vocabularies
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trainers import prepare_hf
 from trainers.config import TextDataConfig
 from trainers.data.cache import cache_root, save_json
 from trainers.data.corpora import CORPORA, CorpusUnavailable
@@ -73,6 +76,9 @@ def prepare(
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["hf"]:
+        return prepare_hf.main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m trainers.prepare", description=__doc__.split("\n\n")[0])
     p.add_argument(
         "source",

@@ -14,6 +14,7 @@ import numpy as np
 from trainers.data.cache import save_text
 from trainers.data.corpora import sha256
 
+HUB_OFFLINE_BY_DEFAULT = "HF_HUB_OFFLINE" not in os.environ  # (python -m trainers.prepare hf undoes it)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never wait on the hub
 
 CHUNK = 1 << 16
