@@ -1,7 +1,9 @@
 """The driver side of one run, shared by both backends: open the child run, record the outcome.
 
 task = driver.begin(run)          # MLflow child run + params + resolved config; progress line;
-                                  # the cost probe times the run's architecture if it is new
+                                  # the cost probe times the run's architecture if it is new;
+                                  # a run with a checkpoint to resume reopens its child run
+                                  # (sweeps.run.resume)
 ... the worker trains (sweeps.run.worker.execute) ...
 driver.end(run, outcome)          # the probe's tokens_per_s joins the trial's metrics; MLflow
                                   # status/metrics/error, Optuna user attrs; values or None
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import time
 
+from sweeps.run import resume
 from sweeps.run.plan import INTERRUPTED, Plan, RunSpec
 from sweeps.run.progress import Progress
 from sweeps.run.tracking import Tracker
@@ -26,6 +29,7 @@ class Driver:
         self.progress = progress
         self.run_ids: dict[int, str] = {}
         self.began: dict[int, float] = {}
+        self.folders: dict[int, object] = {}  # run number -> its checkpoint folder (or None)
 
     def begin(self, run: RunSpec) -> TrialTask:
         config = self.plan.trial_config(run)
@@ -35,7 +39,18 @@ class Driver:
             expected = self.probe.metrics(config)
         resolved = config.to_dict()
         design = config.model.residual.descriptors()
-        run_id = self.tracker.start_child(run.number, run.point, run.seed, run.point_id, resolved, design)
+        folder = resume.checkpoint_folder(self.plan.study, run, config)
+        previous = resume.resumable(folder)
+        if previous is not None:
+            run_id, checkpoint = previous
+            self.tracker.reopen_child(run_id, run.number, checkpoint.name)
+            run.trial.set_user_attr("resumed_from", checkpoint.name)
+            self.progress.say(f"trial {run.number} resumes from {checkpoint.name} (MLflow run {run_id})")
+        else:
+            run_id = self.tracker.start_child(run.number, run.point, run.seed, run.point_id, resolved, design)
+            resume.forget(folder)  # checkpoints without their run: started afresh
+            resume.remember(folder, run_id)
+        self.folders[run.number] = folder
         run.trial.set_user_attr("mlflow_run_id", run_id)
         self.run_ids[run.number] = run_id
         self.began[run.number] = time.time()
@@ -51,6 +66,7 @@ class Driver:
             worker_cpus=self.plan.study.resources.cpus,
             worker_gpus=self.plan.study.resources.gpus,
             system_metrics=self.plan.study.output.system_metrics,
+            checkpoint_dir=str(folder) if folder is not None else None,
         )
 
     def end(self, run: RunSpec, outcome: Outcome) -> list[float] | None:
@@ -72,6 +88,7 @@ class Driver:
             run.trial.set_user_attr("fail_reason", status)
             run.trial.set_user_attr("error", error[:2000])
         run_id = self.run_ids.pop(run.number)
+        resume.forget(self.folders.pop(run.number, None))  # ended: nothing to resume
         self.tracker.client.log_metric(run_id, "sweep/wall_s", wall)
         self.tracker.finish_child(run_id, status, outcome.metrics, error)
         self.progress.total = self.plan.target  # adaptive seeds may have planned more runs
@@ -82,6 +99,7 @@ class Driver:
         run.trial.set_user_attr("fail_reason", INTERRUPTED)
         self.plan.requeue(run)
         self.progress.running.discard(run.number)
+        self.folders.pop(run.number, None)  # kept: the next launch resumes from its checkpoints
         run_id = self.run_ids.pop(run.number, None)
         if run_id is not None:
             self.tracker.finish_child(run_id, "interrupted", {}, f"interrupted: {reason}")

@@ -13,6 +13,7 @@ Tags (filter in the UI with e.g. `tags.kind = "value_residual" and tags.pareto_r
   parent: sweep.study, sweep.launch, sweep.role=parent, git_commit, host, ...
   child:  sweep.study, sweep.launch, sweep.role=trial, sweep.trial, sweep.point, sweep.seed,
           sweep.status (ok | diverged | oom | error | pruned | interrupted), sweep.error,
+          sweep.resumes and sweep.resumed_from (a run resumed from its checkpoint by a later launch),
           the design's own descriptors (`descriptors()` of its config: kind, and e.g. mode,
           granularity, activation, tap_layer, consumers for the value-residual family),
           pareto_rank (added by sweeps.pareto; -1 for runs outside every front)
@@ -230,6 +231,26 @@ class Tracker:
             self.client.log_param(run_id, key, json.dumps(value) if not isinstance(value, str) else value)
         self.log_text(run_id, yaml.safe_dump(dict(resolved), sort_keys=False), "config.yaml")
         return run_id
+
+    def reopen_child(self, run_id: str, number: int, checkpoint: str) -> None:
+        """A child run an earlier launch left (interrupted) continues under this launch's parent:
+        RUNNING again, `sweep.resumes` counted up, `sweep.resumed_from` the checkpoint's name."""
+        run = self.client.get_run(run_id)
+        resumes = int(run.data.tags.get("sweep.resumes", "0")) + 1
+        self.client.update_run(run_id, status="RUNNING")
+        self.set_tags(
+            run_id,
+            {
+                "mlflow.parentRunId": self.parent_id,
+                "sweep.launch": self.launch,
+                "sweep.trial": str(number),
+                "sweep.status": "running",
+                "sweep.resumes": str(resumes),
+                "sweep.resumed_from": checkpoint,
+            },
+        )
+        if "sweep.error" in run.data.tags:
+            self.client.delete_tag(run_id, "sweep.error")
 
     def finish_child(self, run_id: str, status: str, metrics: Mapping[str, float], error: str = "") -> None:
         from mlflow.entities import Metric

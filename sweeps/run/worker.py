@@ -46,6 +46,7 @@ class TrialTask:
     worker_cpus: float = 1.0  # each data-parallel worker's share (resources.cpus / gpus; Ray Train)
     worker_gpus: float = 0.0
     system_metrics: str = "off"  # output.system_metrics: auto | on | off (`system_metrics_wanted`)
+    checkpoint_dir: str | None = None  # the run's resumable checkpoints (sweeps.run.resume; None: none)
 
     @property
     def workers(self) -> int:
@@ -184,6 +185,7 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
     checkpoint = Path(folder.name) / CHECKPOINT_NAME if folder else None
     watchdog = Watchdog(task.timeout_s)
     monitor = system_metrics(task)
+    resumable = {"checkpoint_dir": task.checkpoint_dir} if task.checkpoint_dir is not None else {}
     try:
         with watchdog:
             fit_start = time.perf_counter()
@@ -194,6 +196,7 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
                     callbacks=callbacks,
                     data_root=task.data_root,
                     checkpoint_path=checkpoint,
+                    **resumable,
                 )
                 or {}
             )

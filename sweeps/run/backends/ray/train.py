@@ -41,7 +41,7 @@ def ray_lightning_kwargs() -> dict:
 def fit_on_ray_train(task, report_to_tune: bool = True):
     """A `trainers.fit`-like function for `sweeps.run.worker.execute` that trains `task` on Ray Train."""
 
-    def fit(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_path=None):
+    def fit(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_path=None, checkpoint_dir=None):
         from ray.train import RunConfig, ScalingConfig
         from ray.train.torch import TorchConfig, TorchTrainer
 
@@ -64,6 +64,7 @@ def fit_on_ray_train(task, report_to_tune: bool = True):
                     "loggers": list(loggers),
                     "data_root": data_root,
                     "checkpoint": checkpoint_path is not None,
+                    "checkpoint_dir": checkpoint_dir,  # resumable checkpoints (a shared folder)
                     "report": report_to_tune,
                     "run_id": task.run_id,
                     "tracking_uri": task.tracking_uri,
@@ -121,6 +122,7 @@ def train_worker(config: dict) -> dict | None:
                 data_root=config["data_root"],
                 checkpoint_path=checkpoint,
                 lightning=ray_lightning_kwargs(),
+                checkpoint_dir=config.get("checkpoint_dir"),
             )
         except TrainingDiverged as err:  # every worker sees it at the same step (the loss is global)
             return {DIVERGED: [err.step, err.value]} if rank == 0 else None
