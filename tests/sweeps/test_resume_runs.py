@@ -43,15 +43,13 @@ sys.exit(launch(load_study(sys.argv[1]), fit=fit, probe=PROBE))
 """
 
 
-def test_a_killed_launch_resumes_its_trial_in_the_same_mlflow_run(tmp_path):
+def _killed_mid_trial(tmp_path, **resume_with):
+    """A local launch of one real trial, killed after the trial's second checkpoint; returns the
+    study to resume with (`resume_with`: other study keys for the next launch) and the MLflow run."""
     trial = copy.deepcopy(TRIAL)
     trial["train"].update(tokens=STEPS * 8 * 32, checkpoint_every=EVERY * 8 * 32, eval_every=8)
-    path = write_study(
-        tmp_path,
-        trial=trial,
-        repeats=1,
-        space={"model.residual": {"choices": {"sat": {"kind": "value_residual"}}}},
-    )
+    space = {"model.residual": {"choices": {"sat": {"kind": "value_residual"}}}}
+    path = write_study(tmp_path, trial=trial, repeats=1, space=space)
     study = load_study(path)
     script = tmp_path / "launch.py"
     script.write_text(SCRIPT)
@@ -74,9 +72,12 @@ def test_a_killed_launch_resumes_its_trial_in_the_same_mlflow_run(tmp_path):
     proc.wait(30)
     (first_run,) = mlflow_runs(study, "trial")
     assert first_run.info.status == "RUNNING"
+    if resume_with:  # backend, ray, max_concurrent: not part of the experiment
+        path = write_study(tmp_path, trial=trial, repeats=1, space=space, **resume_with)
+    return load_study(path), first_run
 
-    assert launch(study, probe=PROBE) == 0
 
+def _assert_resumed_as_uninterrupted(study, first_run):
     (run,) = mlflow_runs(study, "trial")  # the same child run, no second one
     assert run.info.run_id == first_run.info.run_id and run.info.status == "FINISHED"
     assert run.data.tags["sweep.status"] == "ok" and run.data.tags["sweep.resumes"] == "1"
@@ -85,6 +86,7 @@ def test_a_killed_launch_resumes_its_trial_in_the_same_mlflow_run(tmp_path):
     trials = optuna_trials(study)
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]
     assert trials[1].user_attrs["resumed_from"] == run.data.tags["sweep.resumed_from"]
+    root = study.results_dir() / "checkpoints"
     assert not root.exists() or not list(root.iterdir())  # the ended run's checkpoints are removed
 
     config = study.trial_config(dict(trials[1].params), trials[1].user_attrs["seed"])
@@ -94,3 +96,15 @@ def test_a_killed_launch_resumes_its_trial_in_the_same_mlflow_run(tmp_path):
     assert run.data.metrics["final/val_loss"] == uninterrupted["val_loss"]
     history = client(study.mlflow_uri()).get_metric_history(run.info.run_id, "train_loss")
     assert max(m.step for m in history) >= STEPS - 2  # the curve went on to the end in this run
+
+
+def test_a_killed_launch_resumes_its_trial_in_the_same_mlflow_run(tmp_path):
+    study, first_run = _killed_mid_trial(tmp_path)
+    assert launch(study, probe=PROBE) == 0
+    _assert_resumed_as_uninterrupted(study, first_run)
+
+
+def test_the_ray_backend_resumes_the_trial_a_killed_local_launch_left(tmp_path, shared_ray):
+    study, first_run = _killed_mid_trial(tmp_path, backend="ray", ray={"num_cpus": 2})
+    assert launch(study, probe=PROBE) == 0
+    _assert_resumed_as_uninterrupted(study, first_run)
