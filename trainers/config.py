@@ -79,6 +79,11 @@ class TokenDataConfig(DataConfig):
     # windows: random windows; chunks: shuffled non-overlapping chunks (the SATFormer code's order)
     order: Literal["windows", "chunks"] = "windows"
 
+    def check(self, path: str) -> list[Issue]:
+        from trainers.data.shards import folder_defects  # lazy: the data package imports this file
+
+        return [Issue(join(path, "path"), defect) for defect in folder_defects(self.meta_path.parent)]
+
     @property
     def meta_path(self) -> Path:
         return Path(self.path).expanduser().absolute() / "meta.json"

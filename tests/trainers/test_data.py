@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
 
-from trainers.config import MQARDataConfig, TextDataConfig
+from trainers.config import MQARDataConfig, TextDataConfig, TrialConfig
 from trainers.data import corpora
 from trainers.data.corpora import CorpusUnavailable, load_corpus
 from trainers.data.mqar import IGNORE, MQARDataModule, generate
@@ -228,3 +229,66 @@ def test_a_corpus_name_is_checked_against_the_loaders_registry():
         ConfigError, match=r"data.corpus: given 'wiki'; allowed: " + ", ".join(corpora.CORPORA)
     ):
         TrialConfig.from_dict({"data": {"kind": "text", "corpus": "wiki"}})
+
+
+def _shard_folder(corpus_dir, tmp_path):
+    from trainers.prepare import prepare
+
+    out = tmp_path / "shards"
+    prepare(str(corpus_dir), out, shard_tokens=60_000)  # bytes: two train shards, one val shard
+    return out
+
+
+def _load_issue(out, vocab=None) -> str:
+    from arch.configtree import ConfigError
+
+    tree = {"data": {"kind": "tokens", "path": str(out), "seq_len": 32}, "model": {"max_seq_len": 32}}
+    if vocab:
+        tree["model"]["vocab_size"] = vocab
+    with pytest.raises(ConfigError) as info:
+        TrialConfig.from_dict(tree, source="trial.yaml")
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    "defect, expected",
+    [
+        ("truncated", r"train_001\.bin: \d+ bytes, not a positive multiple of 2 \(uint16\): cut short\?"),
+        ("missing", r"train_001\.bin: listed in meta\.json, missing"),
+        ("stray", r"train_007\.bin: not listed in meta\.json \(a stray file\?\)"),
+        ("garbled", r"meta\.json: unreadable \(JSONDecodeError"),
+        ("dtype", r"meta\.json: dtype 'int8'; allowed: uint16, uint32"),
+        ("ids", r"train_000\.bin: id \d+ is outside the vocabulary of meta\.json \(100 ids\)"),
+        ("count", r"\d+ train tokens in the shards, meta\.json says \d+"),
+        ("unfinished", r"progress\.json: an unfinished preparation \(no meta\.json\): run its command again"),
+        ("empty", r"val_000\.bin: 0 bytes, not a positive multiple of 2"),
+    ],
+)
+def test_a_damaged_shard_folder_is_refused_at_load_naming_the_file(corpus_dir, tmp_path, defect, expected):
+    out = _shard_folder(corpus_dir, tmp_path)
+    TrialConfig.from_dict({"data": {"kind": "tokens", "path": str(out), "seq_len": 32}})  # intact: loads
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["train_shards"][:2] == ["train_000.bin", "train_001.bin"] and meta["dtype"] == "uint16"
+    if defect == "truncated":
+        data = (out / "train_001.bin").read_bytes()
+        (out / "train_001.bin").write_bytes(data[:-1])
+    elif defect == "missing":
+        (out / "train_001.bin").unlink()
+    elif defect == "stray":
+        (out / "train_007.bin").write_bytes(b"\x01\x00")
+    elif defect == "garbled":
+        (out / "meta.json").write_text('{"vocab_size": 256, "dty')
+    elif defect == "dtype":
+        (out / "meta.json").write_text(json.dumps({**meta, "dtype": "int8"}))
+    elif defect == "ids":
+        (out / "meta.json").write_text(json.dumps({**meta, "vocab_size": 100}))
+    elif defect == "count":
+        with open(out / "train_001.bin", "ab") as f:
+            f.write(b"\x01\x00")
+    elif defect == "unfinished":
+        (out / "meta.json").unlink()
+        (out / "progress.json").write_text("{}")
+    elif defect == "empty":
+        (out / "val_000.bin").write_bytes(b"")
+    message = _load_issue(out, vocab=256)
+    assert re.search(r"trial\.yaml: data\.path: .*" + expected, message), message

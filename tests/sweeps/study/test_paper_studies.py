@@ -24,8 +24,10 @@ PAPER = Path(__file__).resolve().parents[3] / "studies" / "paper"
 
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("shards")  # what the load checks: the vocabulary in meta.json
-    (folder / "meta.json").write_text(json.dumps({"vocab_size": 32000}))
+    folder = tmp_path_factory.mktemp("shards")  # what the load checks: meta.json and the shards' files
+    (folder / "meta.json").write_text(json.dumps({"vocab_size": 32000, "dtype": "uint16"}))
+    for split in ("train", "val"):
+        (folder / f"{split}_000.bin").write_bytes(bytes(range(16)))  # 8 uint16 ids, all < 32000
     return str(folder)
 
 

@@ -202,7 +202,9 @@ def test_kill_9_and_resume_of_a_ladder_end_exactly_at_the_total(tmp_path):
 
 
 def test_the_paper_ladder_resolves(tmp_path):
-    (tmp_path / "meta.json").write_text(json.dumps({"vocab_size": 32000}))
+    (tmp_path / "meta.json").write_text(json.dumps({"vocab_size": 32000, "dtype": "uint16"}))
+    for split in ("train", "val"):  # what the load checks: meta.json and the shards' files
+        (tmp_path / f"{split}_000.bin").write_bytes(bytes(range(16)))
     study = load_study(ROOT / "studies" / "paper" / "scaling.yaml", [f"trial.data.path={tmp_path}"])
     assert len(study.rungs) == 8 and len(study.grid) == 24
     assert sorted({round(r["tokens"] / r["params"]) for r in study.rungs}) == [3, 10]
