@@ -19,7 +19,7 @@ from tests.sweeps.helpers import TRIAL, mlflow_runs, optuna_trials, write_study
 from trainers import fit
 from trainers.resume import checkpoints, defect
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STEPS, EVERY = 32, 8  # optimizer steps of 8 x 32 tokens; a checkpoint every 8
 
 # The launcher with the real trainers.fit, slowed down by a pause after every step (so that the
