@@ -148,7 +148,7 @@ def test_ray_and_mlflow_commands_use_flags_their_clis_have(compose):
     assert flags <= mlflow_flags, flags - mlflow_flags
 
 
-def test_the_launch_command_is_a_valid_launch_of_the_default_study(compose):
+def test_the_launch_command_is_a_valid_launch_of_the_default_study(compose, tmp_path):
     from sweeps.run.launch import overrides_of, parse_args
     from sweeps.study import load_study
 
@@ -161,7 +161,13 @@ def test_the_launch_command_is_a_valid_launch_of_the_default_study(compose):
     launch = argv[argv.index("sweeps.launch") + 1 : -1]
     launch = [env["STUDY"] if a == "${STUDY}" else a for a in launch]
     assert (ROOT / env["STUDY"]).is_file()
+    # the default is a GPU study of the paper: it reads token shards (docs/cluster.md, step 3)
+    (tmp_path / "meta.json").write_text('{"vocab_size": 32000, "dtype": "uint16"}')
+    for split in ("train", "val"):
+        (tmp_path / f"{split}_000.bin").write_bytes(bytes(range(16)))
+    launch.append(f"--set=trial.data.path={tmp_path}")
     study = load_study(ROOT / launch[0], overrides_of(parse_args(launch)))
+    assert study.name == "paper_small" and study.resources.gpus == 1
     assert study.backend == "ray" and study.ray.address == "auto"
     assert study.mlflow_uri() == "http://mlflow:5000"
     assert study.storage_url().startswith("postgresql+psycopg2://satsweep@postgres:5432/")
