@@ -7,6 +7,12 @@
 
 A token belongs to the word that its first letter falls in, so byte-level and BPE tokens are
 categorised the same way. Pass `stopwords=` to use another list.
+
+A BPE piece (`piece_decoder`) is its vocabulary entry with the tokenizer's word-start marks made
+spaces: byte-level BPE's `Ġ` (GPT-2 style), SentencePiece's `▁` (Llama) and `Ċ` a newline, and
+byte-fallback pieces (`<0x0A>`) their byte; so the pieces of a sequence, joined, give its words
+with their boundaries, and a piece falls in the word its first letter is in (a piece that
+continues a word, like `ing`, belongs to that word; a piece with no letter is structural).
 """
 
 from __future__ import annotations
@@ -24,6 +30,23 @@ _WORD = re.compile(r"[A-Za-z']+")
 def default_stopwords() -> frozenset[str]:
     text = resources.files("gates").joinpath("stopwords.txt").read_text()
     return frozenset(text.split())
+
+
+_MARKS = str.maketrans({"\u0120": " ", "\u2581": " ", "\u010a": "\n"})
+_BYTE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+
+
+def piece_decoder(tokenizer) -> Callable[[int], str]:
+    """id -> the text of one piece of a `tokenizers.Tokenizer` (see the module docstring)."""
+
+    def decode(token: int) -> str:
+        piece = tokenizer.id_to_token(int(token)) or ""
+        byte = _BYTE.match(piece)
+        if byte:
+            return bytes([int(byte.group(1), 16)]).decode("latin-1")
+        return piece.translate(_MARKS)
+
+    return decode
 
 
 def categorize(

@@ -31,10 +31,10 @@ import torch
 
 from arch import build_model
 from gates import plots
-from gates.categories import categorize, gate_by_category
+from gates.categories import categorize, gate_by_category, piece_decoder
 from gates.gate_stats import collect_gates, gate_statistics, summary_rows
 from gates.interventions import mean_loss, run_interventions
-from trainers.config import TextDataConfig, TrialConfig
+from trainers.config import TextDataConfig, TokenDataConfig, TrialConfig
 from trainers.data.build import build_datamodule
 from trainers.data.cache import cache_root
 from trainers.data.corpora import load_corpus
@@ -87,7 +87,10 @@ def held_out_batches(cfg: TrialConfig, data_root, n: int | None) -> list[tuple[t
 
 
 def token_decoder(cfg: TrialConfig, data_root):
-    """id -> text of one token, for the token categories (text data only; else None)."""
+    """id -> text of one token, for the token categories (text data, and token shards whose folder
+    holds the tokenizer: `tokenizer.json` or a byte tokenizer in meta.json; else None)."""
+    if isinstance(cfg.data, TokenDataConfig):
+        return shard_decoder(Path(cfg.data.path).expanduser())
     if not isinstance(cfg.data, TextDataConfig):
         return None
     if cfg.data.tokenizer == "byte":
@@ -97,6 +100,19 @@ def token_decoder(cfg: TrialConfig, data_root):
     )
     tok = make_tokenizer("bpe", train_bytes, cfg.data.bpe_vocab_size, cache_root(data_root))
     return lambda t: tok.decode([t])
+
+
+def shard_decoder(folder: Path):
+    """The decoder of a shard folder's tokenizer (trainers.prepare writes tokenizer.json beside
+    BPE shards, prepare hf always): its pieces as text (`gates.categories.piece_decoder`)."""
+    if (folder / "tokenizer.json").is_file():
+        from tokenizers import Tokenizer
+
+        return piece_decoder(Tokenizer.from_file(str(folder / "tokenizer.json")))
+    meta = folder / "meta.json"
+    if meta.is_file() and json.loads(meta.read_text()).get("tokenizer") == "byte":
+        return lambda t: bytes([t]).decode("latin-1")
+    return None
 
 
 def write_csv(path: Path, rows: list[dict]) -> Path:

@@ -1,5 +1,8 @@
 """Gate analysis: statistics by hand, token categories, interventions reproduce the baseline."""
 
+import json
+
+import numpy as np
 import torch
 
 from arch import build_model
@@ -76,3 +79,52 @@ def test_zeroed_gates_reproduce_the_baseline_loss_from_the_same_weights():
     assert rows["trained"]["delta_loss"] == 0.0
     assert set(rows) == {"trained", "zero", "layer_head_mean", "constant"}
     assert model.residual.gate_hook is None  # restored after the interventions
+
+
+def test_bpe_pieces_are_categorised_by_the_word_their_first_letter_is_in(tmp_path):
+    """Byte-level BPE (Ġ marks a word start) and SentencePiece (▁, byte fallback) pieces."""
+    from tokenizers import Tokenizer, models
+
+    from gates.categories import piece_decoder
+
+    pieces = ["the", "Ġcat", "Ġsat", "ing", "Ġon", ".", "▁the", "▁dog", "<0x0A>", "▁and"]
+    tok = Tokenizer(models.WordLevel({p: i for i, p in enumerate(pieces)} | {"[UNK]": 99}, unk_token="[UNK]"))
+    decode = piece_decoder(tok)
+    assert [decode(i) for i in range(len(pieces))] == [
+        "the", " cat", " sat", "ing", " on", ".", " the", " dog", "\n", " and"
+    ]  # fmt: skip
+    cats = categorize(list(range(len(pieces))), decode)
+    #          the  cat  sat  ing  on  .   the  dog  \n  and
+    expected = [1, 2, 2, 2, 1, 0, 1, 2, 0, 1]
+    assert cats.tolist() == expected
+
+
+def test_token_shards_get_their_tokenizer_for_the_categories(tmp_path):
+    """A BPE-tokenised shard folder (trainers.prepare writes tokenizer.json): the gate analysis
+    decodes its ids; byte shards decode as bytes; a folder without a tokenizer gives none."""
+    from gates.cli import token_decoder
+    from trainers.config import TrialConfig
+    from trainers.prepare import prepare
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("the cat sat on the mat and the dog sat on the log.\n" * 400)
+    for kind in ("bpe", "byte"):
+        out = tmp_path / kind
+        prepare(str(corpus), out, tokenizer=kind, vocab_size=300, data_root=tmp_path / "cache")
+        cfg = TrialConfig.from_dict(
+            {"model": {}, "data": {"kind": "tokens", "path": str(out), "seq_len": 32}}
+        )
+        decode = token_decoder(cfg, None)
+        ids = np.fromfile(out / "train_000.bin", dtype=np.uint16)[:60].tolist()
+        text = "".join(decode(t) for t in ids)
+        assert "the cat sat on the mat" in text
+        cats = categorize(ids, decode)
+        assert set(cats.tolist()) == {0, 1, 2}
+    (tmp_path / "bpe" / "tokenizer.json").unlink()
+    meta = json.loads((tmp_path / "bpe" / "meta.json").read_text())
+    assert meta["tokenizer"] == "bpe"
+    cfg = TrialConfig.from_dict(
+        {"model": {}, "data": {"kind": "tokens", "path": str(tmp_path / "bpe"), "seq_len": 32}}
+    )
+    assert token_decoder(cfg, None) is None
