@@ -7,7 +7,7 @@ run id (or `--log-run ID`), as artifacts under `analysis/` of that MLflow run:
 - gate statistics per layer and KV head (mean, fraction exactly zero, quantiles), a heatmap
   (layer x head) and a depth profile;
 - gate strength by token category (structural / functional / semantic, see
-  `gates.categories`), text data only;
+  `gates.categories`), for text data and for token shards with their tokenizer.json;
 - interventions: validation loss and perplexity with the gates as trained, zeroed, replaced by
   their per-layer-per-head mean, and by a constant (`--constant`, default the global mean gate);
 - the design's mixing coefficients per layer where it has some (ResFormer's lambdas).
@@ -15,12 +15,18 @@ run id (or `--log-run ID`), as artifacts under `analysis/` of that MLflow run:
 What applies comes from the design itself (`has_gates`, `coefficients()` of arch's designs), so
 this module names no design's fields.
 
+At scale: `--tokens N` analyses the first N held-out tokens (whole sequences) in micro-batches
+of `--micro-batch` sequences (default the trial's batch, at most 8), on `--device` (default cuda
+when there is one) in `--precision` (auto: bf16-mixed on CUDA, fp32 on CPU); the head's logits
+are made a chunk of positions at a time (trainers.loss), never for a whole micro-batch at once.
+
 A summary is printed. Exit status 2 when the run or checkpoint cannot be found or read.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import sys
@@ -48,6 +54,20 @@ def parse_args(argv=None):
     p.add_argument("target", help="an MLflow run id or a checkpoint file")
     p.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI)
     p.add_argument("--batches", type=int, default=None, help="held-out batches (default: the trial's)")
+    p.add_argument(
+        "--tokens", type=int, default=None, help="held-out tokens to analyse (default: all of them)"
+    )
+    p.add_argument(
+        "--micro-batch",
+        type=int,
+        default=None,
+        help="sequences per forward (default: the trial's batch, at most 8)",
+    )
+    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when there is one)")
+    p.add_argument(
+        "--precision", choices=("auto", "32-true", "bf16-mixed", "bf16-true"), default="auto",
+        help="auto: bf16-mixed on CUDA, 32-true on CPU",
+    )  # fmt: skip
     p.add_argument("--constant", type=float, default=None, help="gate value of the constant intervention")
     p.add_argument("--out", default=None, help="folder for the outputs")
     p.add_argument("--log-run", default=None, help="log the outputs to this MLflow run (default: the target)")
@@ -79,11 +99,41 @@ def load_trial(target: str, tracking_uri: str) -> tuple[TrialConfig, torch.nn.Mo
     return cfg, model.eval(), run_id
 
 
-def held_out_batches(cfg: TrialConfig, data_root, n: int | None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def held_out_batches(
+    cfg: TrialConfig, data_root, n: int | None, tokens: int | None = None, rows: int | None = None
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The trial's validation batches (the first `n`), cut into micro-batches of `rows` sequences
+    (default: the trial's batch, at most 8), up to `tokens` input tokens (default: all)."""
     data = build_datamodule(cfg, data_root)
     data.setup("validate")
-    batches = list(data.val_dataloader())
-    return batches[:n] if n else batches
+    rows = rows or min(cfg.train.batch_size, 8)
+    out, seen = [], 0
+    for i, (inputs, targets) in enumerate(data.val_dataloader()):
+        if n and i >= n:
+            break
+        for x, y in zip(inputs.split(rows), targets.split(rows), strict=True):
+            if tokens is not None and seen >= tokens:
+                return out
+            if tokens is not None and seen + x.numel() > tokens:  # the whole sequences that still fit
+                keep = (tokens - seen) // x.shape[1]
+                if keep == 0:
+                    return out
+                x, y = x[:keep], y[:keep]
+            out.append((x, y))
+            seen += x.numel()
+    return out
+
+
+@contextlib.contextmanager
+def on_device(model, device: str, precision: str):
+    """The model on `device` in `precision` (trainers' names): bf16-true casts it, bf16-mixed
+    runs it under autocast."""
+    if precision == "auto":
+        precision = "bf16-mixed" if torch.device(device).type == "cuda" else "32-true"
+    model.to(device, dtype=torch.bfloat16 if precision == "bf16-true" else None)
+    mixed = precision == "bf16-mixed"
+    with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=mixed):
+        yield precision
 
 
 def token_decoder(cfg: TrialConfig, data_root):
@@ -180,8 +230,15 @@ def main(argv=None) -> int:
         return 2
     name = run_id or Path(args.target).stem
     out = Path(args.out) if args.out else Path("results") / "analysis" / name
-    batches = held_out_batches(cfg, args.data_root, args.batches)
-    summary = analyze(cfg, model, batches, token_decoder(cfg, args.data_root), out.resolve(), args.constant)
+    batches = held_out_batches(cfg, args.data_root, args.batches, args.tokens, args.micro_batch)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    with on_device(model, device, args.precision) as precision:
+        summary = analyze(
+            cfg, model, batches, token_decoder(cfg, args.data_root), out.resolve(), args.constant
+        )
+    summary.update(device=device, precision=precision, tokens=sum(x.numel() for x, _ in batches))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(f"{summary['tokens']} held-out tokens on {device}, {precision}")
     print_summary(summary)
     log_run = args.log_run or run_id
     if log_run:  # the client API: adds to the finished run without reopening it

@@ -17,12 +17,13 @@ QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
 def collect_gates(model, batches: Iterable[torch.Tensor]) -> tuple[dict[int, torch.Tensor], torch.Tensor]:
     """Runs the model on token batches [B, T]; returns ({layer: gates [N, width]}, tokens [N])."""
     model.eval()
+    device = next(model.parameters()).device
     per_layer: dict[int, list[torch.Tensor]] = {}
     seen = []
     for tokens in batches:
-        _, gates = model(tokens, return_gates=True)
+        _, gates = model.hidden(tokens.to(device), return_gates=True)  # no logits: no head needed
         for layer, g in gates.items():
-            per_layer.setdefault(layer, []).append(g.reshape(-1, g.shape[-1]).float())  # [B*T, width]
+            per_layer.setdefault(layer, []).append(g.reshape(-1, g.shape[-1]).float().cpu())  # [B*T, width]
         seen.append(tokens.reshape(-1))
     if not per_layer:
         raise ValueError("the model returned no gates: only gated designs (mode: gated) have them")

@@ -11,7 +11,8 @@ import math
 from collections.abc import Callable, Iterable
 
 import torch
-import torch.nn.functional as F
+
+from trainers.loss import eval_sums
 
 
 @contextlib.contextmanager
@@ -29,15 +30,15 @@ def gate_hook(model, hook: Callable[[int, torch.Tensor], torch.Tensor] | None):
 @torch.no_grad()
 def mean_loss(model, batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> float:
     """Token-weighted mean cross-entropy (nats) over (inputs [B, T], targets [B, T]) batches;
-    targets of -100 (MQAR's non-answer positions) do not count."""
+    targets of -100 (MQAR's non-answer positions) do not count. The logits are made a chunk of
+    positions at a time (trainers.loss, the chunked path), on the model's device."""
     model.eval()
+    device = next(model.parameters()).device
     total, count = 0.0, 0
     for inputs, targets in batches:
-        logits = model(inputs)
-        loss = F.cross_entropy(
-            logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100, reduction="sum"
-        )
-        total, count = total + float(loss), count + int((targets != -100).sum())
+        h = model.hidden(inputs.to(device))
+        loss, n, _ = eval_sums("chunked", h, model.head.weight, targets.to(device)).tolist()
+        total, count = total + loss, count + int(n)
     return total / count
 
 

@@ -54,3 +54,34 @@ def test_static_trial_reports_its_coefficients(tmp_path):
 def test_missing_target_exits_2(tmp_path, capsys):
     assert analyze.main(["no-such-run-or-file", "--tracking-uri", f"sqlite:///{tmp_path}/m.db"]) == 2
     assert "cannot load 'no-such-run-or-file'" in capsys.readouterr().err
+
+
+def test_a_bpe_shard_trial_is_analysed_within_a_token_budget(tmp_path, capsys):
+    """At scale: a token budget in micro-batches, a device and a precision; token categories for a
+    BPE-tokenised shard trial (its tokenizer.json)."""
+    from trainers.prepare import prepare
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("The cat sat on the mat, and the dog sat on the log by the door.\n" * 600)
+    shards = tmp_path / "shards"
+    prepare(str(corpus), shards, tokenizer="bpe", vocab_size=300, data_root=tmp_path / "cache")
+    trial = {
+        **TRIAL,
+        "model": {**TRIAL["model"], "residual": {"kind": "value_residual", "mode": "gated"}},
+        "data": {"kind": "tokens", "path": str(shards), "seq_len": 32},
+    }
+    ckpt = tmp_path / "final.ckpt"
+    fit(trial, checkpoint_path=ckpt)
+    summaries = {}
+    for precision in ("32-true", "bf16-true"):
+        out = tmp_path / precision
+        argv = [str(ckpt), "--out", str(out), "--tokens", "200", "--micro-batch", "2", "--device", "cpu"]
+        assert analyze.main([*argv, "--precision", precision]) == 0
+        summaries[precision] = json.loads((out / "summary.json").read_text())
+    full = summaries["32-true"]
+    assert full["tokens"] == 192 and full["device"] == "cpu" and full["precision"] == "32-true"  # 6 x 32
+    assert set(full["by_category"]["L2"]) == {"structural", "functional", "semantic"}
+    assert all(n > 0 for n in full["category_counts"])
+    assert summaries["bf16-true"]["val_loss"] == pytest.approx(full["val_loss"], rel=0.05)
+    assert "192 held-out tokens on cpu, 32-true" in capsys.readouterr().out
