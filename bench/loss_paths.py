@@ -1,7 +1,7 @@
 """`python -m bench.loss_paths [--vocab V] [--batch B] [--seq-len T] [--rounds R]`: one training
 step of the same model and batch along each `train.loss` path (and with `activation_checkpointing:
 blocks`), side by side in one process: the loss, the exact peak of live tensor memory
-(trainers.costs.StepMemoryMeter) and the step time as a paired ratio to the plain path (interleaved
+(trainers.step_memory.StepMemoryMeter) and the step time as a paired ratio to the plain path (interleaved
 rounds, trainers.timing; thread CPU seconds on CPU, wall seconds on CUDA). On CUDA the fused path
 (liger-kernel) joins when it is installed; `bench.gpu_check` calls `compare` there.
 """
@@ -16,9 +16,9 @@ import torch
 
 from arch import build_model
 from trainers.config import TrainConfig
-from trainers.costs import MIB, StepMemoryMeter
 from trainers.loss import fused_available, lm_loss
 from trainers.optim import build_optimizer
+from trainers.step_memory import MIB, StepMemoryMeter
 from trainers.timing import interleaved, paired_ratios
 
 MODEL = {"preset": "tiny", "d_model": 128, "n_layers": 4, "n_heads": 4, "d_ff": 512}

@@ -27,7 +27,8 @@ def test_without_cuda_it_says_so_and_exits_2():
 
 
 def test_the_checks_and_their_order():
-    assert [name for name, _ in gpu_check.CHECKS] == ["trials", "memory", "precision", "ray", "compile", "loss"]
+    checks = [name for name, _ in gpu_check.CHECKS]
+    assert checks == ["trials", "memory", "precision", "ray", "compile", "loss"]
     assert gpu_check.PAPER_DESIGNS is paper_designs.PAPER_DESIGNS  # every paper design, one list
     assert list(gpu_check.SCALES) == ["mini", "small"] and gpu_check.BUDGET_S <= 300
 

@@ -12,9 +12,9 @@ from arch import build_model
 from arch.configtree import ConfigError
 from tests.arch.design_examples import DESIGN_EXAMPLES, HARNESS_MODEL
 from trainers.config import TrainConfig, TrialConfig
-from trainers.costs import StepMemoryMeter
 from trainers.loss import AUTO_CHUNKED_ABOVE, IGNORE, eval_sums, lm_loss, resolve_loss
 from trainers.optim import build_optimizer
+from trainers.step_memory import StepMemoryMeter
 
 IDS = [name for name, _ in DESIGN_EXAMPLES]
 
@@ -102,7 +102,7 @@ VOCAB, SEQ, MEM_CHUNK = 32000, 64, 16
 
 
 def _peak(kind, batch, checkpoint_blocks=False, layers=4, d_model=32, vocab=VOCAB):
-    """The exact peak (trainers.costs.StepMemoryMeter) of one fp32 training step after a warm-up."""
+    """The exact peak (trainers.step_memory.StepMemoryMeter) of one fp32 training step after a warm-up."""
     torch.manual_seed(0)
     cfg = {**HARNESS_MODEL, "vocab_size": vocab, "max_seq_len": SEQ, "n_layers": layers, "d_model": d_model}
     model = build_model(cfg)
