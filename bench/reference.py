@@ -89,6 +89,10 @@ class ReferenceGPT(nn.Module):
                 nn.init.normal_(p, std=0.02)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return F.linear(self.hidden(tokens), self.tok.weight)  # tied head
+
+    def hidden(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The final norm's output [B, T, d], what the tied head maps to logits."""
         t = tokens.shape[1]
         x = self.tok(tokens)
         if "rope" in self.features:
@@ -97,7 +101,7 @@ class ReferenceGPT(nn.Module):
             x, cos_sin = x + self.pos(torch.arange(t, device=tokens.device)), None
         for block in self.blocks:
             x = block(x, cos_sin)
-        return F.linear(self.ln(x), self.tok.weight)  # tied head
+        return self.ln(x)
 
     def flops_per_token(self, seq_len: int) -> float:
         matmul = sum(

@@ -32,11 +32,20 @@ class ReferenceBackbone(nn.Module):
         self.cfg = cfg
         self.gpt = reference.like(cfg, reference.FEATURES)
         self.embed = self.gpt.tok  # the optimizer's `embeddings` group
+        self.head = self.gpt.tok  # tied: the trainer's loss takes `head.weight` (trainers.loss)
         self.residual = _NoDesign(self.gpt)
 
     def forward(self, tokens: torch.Tensor, return_gates: bool = False):
         logits = self.gpt(tokens)
         return (logits, {}) if return_gates else logits
+
+    def hidden(self, tokens: torch.Tensor, return_gates: bool = False, checkpoint_blocks: bool = False):
+        if checkpoint_blocks:
+            raise ValueError(
+                "the reference model has no block recomputation (activation_checkpointing: none)"
+            )
+        h = self.gpt.hidden(tokens)
+        return (h, {}) if return_gates else h
 
     def param_counts(self) -> dict[str, int]:
         total = sum(p.numel() for p in self.parameters())
