@@ -262,7 +262,7 @@ LOSS_TOLERANCE = 0.01  # |loss / plain's - 1| above this fails the loss check (b
 def check_loss(shards: str, device="cuda", batch=8, seq_len=1024, vocab=VOCAB, chunk=None, rounds=3):
     import torch
 
-    from bench.loss_paths import compare
+    from bench.loss_paths import compare  # torch and the model: loaded when the check runs
 
     found = compare(device, vocab, batch, seq_len, rounds, dtype=torch.bfloat16, chunk=chunk)
     plain = found["plain"]

@@ -11,12 +11,13 @@ import lightning.pytorch as pl
 import torch
 
 from trainers.callbacks import GateStats, ModelStats, StepMemory, Throughput
+from trainers.checkpoint_files import latest_valid
 from trainers.config import TrialConfig
 from trainers.data.build import build_datamodule
 from trainers.distributed import reduce_over_workers, spawn_fit, worker_threads
 from trainers.host import keep_freed_memory
 from trainers.module import LanguageModel, resolve_precision
-from trainers.resume import AtomicCheckpointIO, every_steps, latest_valid, periodic_checkpoint
+from trainers.resume import AtomicCheckpointIO, every_steps, periodic_checkpoint
 
 _QUIET = (
     "lightning.pytorch.utilities.rank_zero",

@@ -16,11 +16,11 @@ import lightning.pytorch as pl
 import torch
 
 from arch import build_model
+from trainers.checkpoint_files import rng_states, set_rng_states
 from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
 from trainers.loss import IGNORE, eval_sums, lm_loss, resolve_loss
 from trainers.optim import build_optimizer
-from trainers.resume import rng_states, set_rng_states
 from trainers.schedules import lr_multiplier
 
 __all__ = ["IGNORE", "LanguageModel", "resolve_precision"]

@@ -1,92 +1,40 @@
-"""Trials that resume where they stopped: `train.checkpoint_every` (tokens).
+"""Trials that resume where they stopped: `train.checkpoint_every` (tokens), through Lightning.
 
-Through Lightning's checkpointing: a `ModelCheckpoint` saves every `checkpoint_every` tokens'
-worth of optimizer steps into the trial's checkpoint folder, keeping the last two
-(`step000000020.ckpt`, ...), and `trainer.fit(ckpt_path=...)` resumes from the newest valid one.
-A checkpoint holds what Lightning saves (weights, optimizer state, LR schedule, loop progress,
-hence the step) and what the project adds: the RNG states (`rng_states`, saved and restored by
-`LanguageModel.on_save_checkpoint` / `on_load_checkpoint`)
-and the data position (the train loader is stateful, `trainers.data.windows.ResumableLoader`).
+A `ModelCheckpoint` saves every `checkpoint_every` tokens' worth of optimizer steps into the
+trial's checkpoint folder, keeping the last two (`step000000020.ckpt`, ...), and
+`trainer.fit(ckpt_path=...)` resumes from the newest valid one (`trainers.checkpoint_files.
+latest_valid`). A checkpoint holds what Lightning saves (weights, optimizer state, LR schedule,
+loop progress, hence the step) and what the project adds: the RNG states
+(`checkpoint_files.rng_states`, saved and restored by `LanguageModel.on_save_checkpoint` /
+`on_load_checkpoint`) and the data position (the train loader is stateful,
+`trainers.data.windows.ResumableLoader`).
 
-Writes are atomic (`AtomicCheckpointIO`): the bytes go to a hidden temporary file in the same
-folder, are flushed to disk and renamed over the final name; then a `<name>.sha256` file records
-the digest of what was written. A checkpoint is valid when its digest file exists and matches
-its bytes; an invalid one (corrupt, truncated, a save killed before its digest) is skipped for
-the previous one with a message on stderr, never loaded (`latest_valid`).
+Writes are atomic (`AtomicCheckpointIO`, Lightning's CheckpointIO plugin: written then renamed,
+then a digest file; see trainers.checkpoint_files). Lightning's own save goes through an fsspec
+transaction whose temporary file is made by `tempfile.mkstemp()` (in /tmp) and moved: not a
+rename when /tmp is another filesystem.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import random
-import re
-import sys
-from pathlib import Path
 
-import numpy as np
-import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
 
+from trainers.checkpoint_files import remove_checkpoint, write_checkpoint
+
 KEEP = 2  # checkpoints kept: the newest, and the one before in case the newest is damaged
-PATTERN = re.compile(r"^step(\d+)\.ckpt$")
-DIGEST = ".sha256"
-
-
-def rng_states() -> dict:
-    """torch's (CPU and every CUDA device's), numpy's and Python's global RNG states, in types that
-    `torch.load(weights_only=True)` (Lightning's default on resume) accepts."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "numpy": [name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
-        "python": random.getstate(),
-    }
-
-
-def set_rng_states(states: dict) -> None:
-    torch.set_rng_state(states["torch"])
-    if states["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-    name, keys, pos, has_gauss, cached = states["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    version, internal, gauss = states["python"]
-    random.setstate((version, tuple(internal), gauss))
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 24), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _write_atomically(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning's torch.save checkpoint IO, written then renamed, with a digest file after."""
 
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomically(path, lambda f: torch.save(checkpoint, f))
-        digest = sha256_file(path)
-        _write_atomically(path.with_name(path.name + DIGEST), lambda f: f.write(digest.encode()))
+        write_checkpoint(checkpoint, path)
 
     def remove_checkpoint(self, path) -> None:
-        path = Path(path)
-        for p in (path.with_name(path.name + DIGEST), path):
-            p.unlink(missing_ok=True)
+        remove_checkpoint(path)
 
 
 def periodic_checkpoint(folder: str | os.PathLike, every_steps: int) -> ModelCheckpoint:
@@ -106,35 +54,3 @@ def periodic_checkpoint(folder: str | os.PathLike, every_steps: int) -> ModelChe
 
 def every_steps(checkpoint_every_tokens: int, tokens_per_step: int) -> int:
     return max(1, checkpoint_every_tokens // tokens_per_step)
-
-
-def defect(path: Path) -> str | None:
-    """Why the checkpoint at `path` cannot be loaded, or None when it is valid."""
-    digest_file = path.with_name(path.name + DIGEST)
-    if not digest_file.is_file():
-        return f"no {digest_file.name} (its save did not finish)"
-    expected = digest_file.read_text().strip()
-    if sha256_file(path) != expected:
-        return f"its bytes do not match {digest_file.name} (corrupt or half-written)"
-    return None
-
-
-def checkpoints(folder: str | os.PathLike) -> list[Path]:
-    """The checkpoints in `folder`, newest (highest step) first."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := PATTERN.match(p.name))]
-    return [p for _, p in sorted(found, reverse=True)]
-
-
-def latest_valid(folder: str | os.PathLike, log=None) -> Path | None:
-    """The newest valid checkpoint in `folder` (None: start from step 0); every newer invalid one
-    is reported through `log` (default: stderr) and skipped."""
-    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
-    for path in checkpoints(folder):
-        problem = defect(path)
-        if problem is None:
-            return path
-        log(f"checkpoint {path} skipped: {problem}; trying the previous one")
-    return None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from trainers.resume import latest_valid
+from trainers.checkpoint_files import latest_valid
 
 RUN_ID = "mlflow_run_id"
 

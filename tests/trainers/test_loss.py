@@ -200,7 +200,7 @@ def test_fused_is_refused_at_load_without_cuda():
 
 def test_a_trial_trains_and_validates_the_same_on_the_chunked_recomputed_path(tiny_tree):
     from tests.trainers.conftest import LossHistory
-    from trainers import fit
+    from trainers.fit import fit
 
     def run(**train):
         history = LossHistory()

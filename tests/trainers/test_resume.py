@@ -14,8 +14,10 @@ from pathlib import Path
 import lightning.pytorch as pl
 import pytest
 
-from trainers import TrialConfig, fit
-from trainers.resume import AtomicCheckpointIO, checkpoints, defect, latest_valid
+from trainers import TrialConfig
+from trainers.checkpoint_files import checkpoints, defect, latest_valid
+from trainers.fit import fit
+from trainers.resume import AtomicCheckpointIO
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS, EVERY = 40, 10  # optimizer steps of the trial; a checkpoint every 10 (x 128 tokens)
@@ -26,7 +28,7 @@ STEPS, EVERY = 40, 10  # optimizer steps of the trial; a checkpoint every 10 (x 
 SCRIPT = """
 import json, sys, time
 import lightning.pytorch as pl
-from trainers import fit
+from trainers.fit import fit
 
 tree, folder, curve, pause = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
 

@@ -16,8 +16,8 @@ from sweeps.run.tracking import client
 from sweeps.study import load_study
 from tests.sweeps.fake_fit import PROBE
 from tests.sweeps.helpers import TRIAL, mlflow_runs, optuna_trials, write_study
-from trainers import fit
-from trainers.resume import checkpoints, defect
+from trainers.checkpoint_files import checkpoints, defect
+from trainers.fit import fit
 
 ROOT = Path(__file__).resolve().parents[3]
 STEPS, EVERY = 32, 8  # optimizer steps of 8 x 32 tokens; a checkpoint every 8
@@ -27,7 +27,7 @@ STEPS, EVERY = 32, 8  # optimizer steps of 8 x 32 tokens; a checkpoint every 8
 SCRIPT = """
 import sys, time
 import lightning.pytorch as pl
-import trainers
+from trainers.fit import fit as train
 from sweeps.run.launch import launch
 from sweeps.study import load_study
 from tests.sweeps.fake_fit import PROBE
@@ -37,7 +37,7 @@ class Pause(pl.Callback):
         time.sleep(0.15)
 
 def fit(config, *, callbacks=(), **kw):
-    return trainers.fit(config, callbacks=[*callbacks, Pause()], **kw)
+    return train(config, callbacks=[*callbacks, Pause()], **kw)
 
 sys.exit(launch(load_study(sys.argv[1]), fit=fit, probe=PROBE))
 """
