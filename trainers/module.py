@@ -92,7 +92,9 @@ class LanguageModel(pl.LightningModule):
         inputs, targets = batch
         if not len(inputs):  # a data-parallel worker's share of a short last batch
             return
-        sums = eval_sums(self.loss_kind, self._hidden(inputs), self.model.head.weight, targets)  # loss, n, right
+        sums = eval_sums(
+            self.loss_kind, self._hidden(inputs), self.model.head.weight, targets
+        )  # loss, n, right
         mask = targets != IGNORE
         nbytes = self._token_bytes[targets[mask]].sum().double() if self._token_bytes is not None else sums[1]
         self._val_sums += torch.cat([sums, nbytes.reshape(1)])
