@@ -9,13 +9,13 @@ import pytest
 
 from tests.trainers.conftest import TEXT
 from trainers import TrialConfig
-from trainers.fit import fit
 from trainers.data.build import build_datamodule
 from trainers.data.cache import cache_root
 from trainers.data.corpora import load_corpus
 from trainers.data.shards import shard_token_bytes
 from trainers.data.text import split
 from trainers.data.tokenizer import BPETokenizer, make_tokenizer
+from trainers.fit import fit
 from trainers.prepare import main as prepare_main
 
 UNICODE = "café naïve — ∑ 日本語 🙂 plain ascii\n"
