@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from arch.config import ModelConfig
+from arch.decoding import DecodeStep, KVCache
 from arch.designs.base import ResidualDesign, build_design
 from arch.layers import Attention, RMSNorm, Rotary, SwiGLU
 
@@ -21,11 +22,11 @@ class Block(nn.Module):
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = SwiGLU(cfg.d_model, cfg.residual.ffn_widths(cfg)[index])
 
-    def forward(self, design: ResidualDesign, state, rotary: Rotary) -> None:
+    def forward(self, design: ResidualDesign, state, rotary: Rotary, step: DecodeStep | None = None) -> None:
         i = self.index
         xq, xk, xv = design.norm_attn_inputs(i, *design.attn_inputs(i, state), self.attn_norm)
         mix = lambda v, x, x_proj: design.mix_values(i, v, x, state, x_proj)  # noqa: E731
-        out = self.attn(xq, xk, xv, rotary, mix, design.value_input_weight(i))
+        out = self.attn(xq, xk, xv, rotary, mix, design.value_input_weight(i), step, i)
         design.add_attn(i, state, out)
         design.add_mlp(i, state, self.mlp(self.mlp_norm(design.mlp_input(i, state))))
 
@@ -61,14 +62,30 @@ class Transformer(nn.Module):
                     last = name.rsplit(".", 1)[-1]
                     nn.init.normal_(module.weight, std=scaled if last in ("o_proj", "down_proj") else std)
 
-    def forward(self, tokens: torch.Tensor, return_gates: bool = False):
-        if tokens.shape[1] > self.cfg.max_seq_len:
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        return_gates: bool = False,
+        cache: KVCache | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ):
+        """tokens [B, T] -> logits [B, T, vocab]. With `cache` (`new_cache`): the tokens follow
+        the cached ones (prefill, then one token at a time), and their K and V' join the cache;
+        `attention_mask` [B, T] (1: real token, 0: left padding) marks the padding of a batch."""
+        if cache is None and attention_mask is not None:
+            cache = self.new_cache(tokens.shape[0], tokens.shape[1])
+        step = None if cache is None else cache.step(attention_mask, tokens.shape[1], tokens.device)
+        if step is None and tokens.shape[1] > self.cfg.max_seq_len:
             raise ValueError(f"sequence length {tokens.shape[1]} exceeds max_seq_len {self.cfg.max_seq_len}")
         state = self.residual.begin(self.embed(tokens), record_gates=return_gates)
         for block in self.blocks:
-            block(self.residual, state, self.rotary)
+            block(self.residual, state, self.rotary, step)
         logits = self.head(self.norm(self.residual.end(state)))
         return (logits, state.gates) if return_gates else logits
+
+    def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
+        """An empty key/value cache for `batch` rows of up to `capacity` tokens (max_seq_len)."""
+        return KVCache(self.cfg.n_layers, batch, capacity or self.cfg.max_seq_len, self.cfg.max_seq_len)
 
     def param_counts(self) -> dict[str, int]:
         total = sum(p.numel() for p in self.parameters())
