@@ -94,7 +94,9 @@ class Rotary(nn.Module):
         if positions is None:
             cis, cos, signed_sin = self.cis[:t], self.cos[:t], self.signed_sin[:t]  # [T, hd/2 or hd]
         else:  # [B, T, ...] -> [B, 1, T, ...]: one table row per token, broadcast over heads
-            cis, cos, signed_sin = (table[positions].unsqueeze(1) for table in (self.cis, self.cos, self.signed_sin))
+            cis, cos, signed_sin = (
+                table[positions].unsqueeze(1) for table in (self.cis, self.cos, self.signed_sin)
+            )
         if x.dtype == torch.float32:
             z = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
             return torch.view_as_real(z * cis).flatten(-2)
