@@ -58,6 +58,8 @@ def generate(
         raise ValueError(
             f"a prompt of {longest} tokens plus {max_new_tokens} new ones exceeds max_seq_len {limit}"
         )
+    if max_new_tokens <= 0:
+        return [[] for _ in prompts]
     device = next(model.parameters()).device
     width = longest
     x = torch.zeros(len(prompts), width, dtype=torch.long)
