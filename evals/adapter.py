@@ -174,6 +174,13 @@ class SatsweepLM(TemplateLM):
         temperature = float(kwargs.get("temperature", 0.0)) if kwargs.get("do_sample", False) else 0.0
         return {"temperature": temperature, "top_k": kwargs.get("top_k"), "top_p": kwargs.get("top_p")}
 
+    def _context(self, text: str) -> list[int]:
+        return self.tok_encode(text) or [self.prefix_token_id]
+
+    def _stop_on(self, until: list[str]):
+        """Stop a row once its decoded new text holds one of the stop strings."""
+        return lambda ids: any(s in self.tok_decode(ids) for s in until)
+
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         groups: dict[str, list[int]] = defaultdict(list)  # requests with the same arguments
         for k, request in enumerate(requests):
@@ -195,7 +202,7 @@ class SatsweepLM(TemplateLM):
                 new_tokens = min(max_gen, self.max_length - max(len(p) for p in prompts))
                 if new_tokens < max_gen:
                     log.info("satsweep: %d of max_gen_toks %d fit the window", new_tokens, max_gen)
-                stop = None if not until else (lambda ids: any(s in self.tok_decode(ids) for s in until))
+                stop = self._stop_on(until) if until else None
                 continuations = generate(
                     self.model, prompts, new_tokens, generator=self.generator, should_stop=stop, **sampling
                 )
