@@ -4,6 +4,7 @@ from an MLflow run; the harness's per-document loglikelihoods against the model'
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -61,8 +62,8 @@ def trained(tmp_path_factory):
     (corpus / "facts.txt").write_text("".join(lines))
     cfg = {
         "seed": 0,
-        "model": {"vocab_size": 256, "d_model": 64, "n_layers": 2, "n_heads": 2, "d_ff": 128, "max_seq_len": 64,
-                  "residual": {"kind": "value_residual", "mode": "gated"}},
+        "model": {"vocab_size": 256, "d_model": 64, "n_layers": 2, "n_heads": 2, "d_ff": 128,
+                  "max_seq_len": 64, "residual": {"kind": "value_residual", "mode": "gated"}},
         "data": {"kind": "text", "corpus": "folder", "path": str(corpus), "tokenizer": "byte", "seq_len": 64},
         "train": {"tokens": 100_000, "batch_size": 16, "lr": 1e-2, "eval_every": 10_000, "eval_batches": 1,
                   "log_every": 10_000, "num_threads": 1},
@@ -123,7 +124,7 @@ def test_scores_an_mlflow_run_and_logs_every_metric_to_it(trained, tasks, tmp_pa
     assert metrics["eval/toy_choice/acc_stderr"] == pytest.approx(results["acc_stderr,none"])
     mlflow.set_tracking_uri(uri)
     logged = mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path="eval/results.json")
-    assert json.loads(open(logged).read())["results"]["toy_choice"]["acc,none"] == results["acc,none"]
+    assert json.loads(Path(logged).read_text())["results"]["toy_choice"]["acc,none"] == results["acc,none"]
 
 
 def test_refuses_an_offline_hub_dataset_naming_it_and_how_to_provide_it(trained, tmp_path, capsys):
