@@ -104,3 +104,32 @@ def test_cache_refuses_more_than_its_capacity_and_the_context():
     long = model.new_cache(1, HARNESS_MODEL["max_seq_len"] + 1)
     with pytest.raises(ValueError, match="exceeds max_seq_len"):
         model(tokens(batch=1, length=HARNESS_MODEL["max_seq_len"] + 1), cache=long)
+
+
+def test_stop_sequences_end_a_row_and_are_removed():
+    model = perturbed({"kind": "value_residual", "mode": "gated"}, seed=3)
+    prompts = [tokens(batch=1, length=n, seed=n)[0].tolist() for n in (5, 3)]
+    free = generate(model, prompts, max_new_tokens=8)
+    stop = free[0][2:4]  # two tokens row 0 produces: it must end there, without them
+    first = next(i for i in range(len(free[0]) - 1) if free[0][i : i + 2] == stop)
+    cut = generate(model, prompts, max_new_tokens=8, stop_sequences=[stop])
+    assert cut[0] == free[0][:first]
+    ends = [i for i in range(len(free[1]) - 1) if free[1][i : i + 2] == stop]
+    assert cut[1] == (free[1][: ends[0]] if ends else free[1])
+    assert generate(model, prompts, 8, should_stop=lambda new: len(new) == 3) == [f[:3] for f in free]
+
+
+def test_sampling_is_seeded_and_narrows_to_greedy():
+    model = perturbed({"kind": "value_residual", "mode": "gated"}, seed=4)
+    prompts = [tokens(batch=1, length=4, seed=9)[0].tolist()] * 3
+
+    def sample(seed, **kw):
+        g = torch.Generator().manual_seed(seed)
+        return generate(model, prompts, 10, temperature=1.0, generator=g, **kw)
+
+    greedy = generate(model, prompts, 10)
+    assert sample(0) == sample(0)
+    assert sample(0) != sample(1)
+    assert sample(0)[0] != greedy[0]  # 64 tokens near-uniform: 10 greedy picks in a row is ~impossible
+    assert sample(0, top_k=1) == greedy
+    assert sample(0, top_p=1e-6) == greedy
