@@ -131,11 +131,13 @@ class SatsweepLM(TemplateLM):
             x = torch.zeros(len(batch), width, dtype=torch.long)
             for j, i in enumerate(batch):
                 x[j, : len(rows[i][0])] = torch.tensor(rows[i][0])
-            logprobs = F.log_softmax(self.model(x.to(self._device)).float(), dim=-1)
+            logits = self.model(x.to(self._device))  # [B, T, V]
             for j, i in enumerate(batch):
                 inputs, continuation = rows[i]
                 n = len(continuation)
-                scores = logprobs[j, len(inputs) - n : len(inputs)]  # [n, V]: predicts each token
+                # [n, V]: the positions predicting the continuation (log-softmax of those alone: a
+                # [B, T, V] float copy is gigabytes at a 32k vocabulary and 4k positions)
+                scores = F.log_softmax(logits[j, len(inputs) - n : len(inputs)].float(), dim=-1)
                 target = torch.tensor(continuation, device=scores.device)
                 logp = scores.gather(-1, target[:, None]).sum().item()
                 greedy = bool((scores.argmax(-1) == target).all())
