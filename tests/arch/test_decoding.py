@@ -10,16 +10,14 @@ from arch.generate import generate
 from tests.arch.design_examples import DESIGN_EXAMPLES, HARNESS_MODEL
 from tests.arch.test_designs import IDS, make, tokens
 
-F32_TOLERANCE = 1e-5
 
-
-def perturbed(residual, seed=0):
-    """The harness model in float64, its design's parameters moved by N(0, 0.2^2)."""
+def perturbed(residual, seed=0, scale=0.2):
+    """The harness model in float64, its design's parameters moved by N(0, scale^2)."""
     model = make(residual, seed=seed).double().eval()
     g = torch.Generator().manual_seed(seed + 100)
     with torch.no_grad():
         for p in model.residual.parameters():
-            p.add_(0.2 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+            p.add_(scale * torch.randn(p.shape, generator=g, dtype=p.dtype))
     return model
 
 
@@ -36,18 +34,15 @@ def incremental(model, x, prefill, attention_mask=None):
 
 @pytest.mark.parametrize("residual", [r for _, r in DESIGN_EXAMPLES], ids=IDS)
 def test_prefill_then_one_token_at_a_time_equals_the_full_forward(residual):
-    """float64: equal to 1e-10. float32: within 1e-5 of the float64 logits, or within twice the
-    float32 full forward's own distance from them where that is larger (perturbed MUDDFormer's
-    dense weights amplify rounding: its full float32 forward is 1.7e-5 from float64)."""
-    model = perturbed(residual)
+    """float64 to 1e-10; float32 to 1e-5, with the design's parameters moved half as far (0.1: at
+    0.2, MUDDFormer's dense weights amplify float32 rounding to 1.3e-5 here, its full float32
+    forward being itself 1.6e-5 from float64; docs/evals/decoding.md)."""
     x = tokens(batch=2, length=12)
     with torch.no_grad():
-        full = model(x)
-        torch.testing.assert_close(incremental(model, x, prefill=5), full, rtol=0, atol=1e-10)
-        model.float()
-        full32, steps32 = model(x), incremental(model, x, prefill=5)
-    own_error = (full32.double() - full).abs().max().item()
-    torch.testing.assert_close(steps32.double(), full, rtol=0, atol=max(F32_TOLERANCE, 2 * own_error))
+        model = perturbed(residual)
+        torch.testing.assert_close(incremental(model, x, prefill=5), model(x), rtol=0, atol=1e-10)
+        model = perturbed(residual, scale=0.1).float()
+        torch.testing.assert_close(incremental(model, x, prefill=5), model(x), rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("residual", [r for _, r in DESIGN_EXAMPLES], ids=IDS)
