@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from tests.factories import tiny_trial
 from trainers.config import TrialConfig
 from trainers.trained import TrialNotFound, load_checkpoint, load_trial, trial_tokenizer
 
@@ -30,7 +31,7 @@ def test_a_bpe_trial_gets_the_bpe_it_trained_with(tmp_path):
 
 
 def test_mqar_trials_have_no_text_tokenizer():
-    cfg = trial({"kind": "mqar", "seq_len": 16, "vocab": 32, "num_kv_pairs": 4})
+    cfg = TrialConfig.from_dict(tiny_trial())  # the tests' tiny trial is an MQAR one
     with pytest.raises(ValueError, match="data kind 'mqar' has no text tokenizer; allowed: text, tokens"):
         trial_tokenizer(cfg)
 
