@@ -106,7 +106,7 @@ def main(argv=None) -> int:
         return _refuse(f"--tasks: given {args.tasks!r}; allowed: task names or {', '.join(SUITES)}")
     if args.include_path and not Path(args.include_path).is_dir():
         return _refuse(f"--include-path: {args.include_path} is not a folder")
-    ensure_offline_mode()  # before lm_eval imports `datasets`, which reads the flags once
+    offline = ensure_offline_mode()  # before lm_eval imports `datasets`, which reads the flags once
 
     from trainers.trained import TrialNotFound, load_trial, trial_tokenizer
 
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
         hints = {t: difflib.get_close_matches(t, manager.all_tasks, n=3) for t in unknown}
         lines = "; ".join(f"{t} (close: {', '.join(h) or 'none'})" for t, h in hints.items())
         return _refuse(f"--tasks: unknown {lines}; allowed: lm-eval task names or {', '.join(SUITES)}")
-    problems = missing_datasets(manager, tasks)
+    problems = missing_datasets(manager, tasks) if offline else []  # online, datasets downloads them
     if problems:
         return _refuse("\n".join(problems))
 
