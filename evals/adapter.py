@@ -33,6 +33,8 @@ from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from arch.generate import generate
+from trainers.records import DEFAULT_TRACKING_URI
+from trainers.trained import load_trial, trial_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +70,6 @@ class SatsweepLM(TemplateLM):
         if model is None:
             if pretrained is None:
                 raise ValueError("satsweep needs pretrained=<checkpoint file or MLflow run id>")
-            from trainers.records import DEFAULT_TRACKING_URI
-            from trainers.trained import load_trial, trial_tokenizer
-
             cfg, model, run_id = load_trial(pretrained, tracking_uri or DEFAULT_TRACKING_URI)
             tokenizer = tokenizer or trial_tokenizer(cfg, data_root)
         if tokenizer is None:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from evals.suites import SUITES, ensure_offline_mode, expand, missing_datasets
 from trainers.records import DEFAULT_TRACKING_URI
+from trainers.trained import TrialNotFound, load_trial, trial_tokenizer
 
 
 def _limit(text: str) -> float | int:
@@ -108,8 +109,6 @@ def main(argv=None) -> int:
         return _refuse(f"--include-path: {args.include_path} is not a folder")
     offline = ensure_offline_mode()  # before lm_eval imports `datasets`, which reads the flags once
 
-    from trainers.trained import TrialNotFound, load_trial, trial_tokenizer
-
     try:
         cfg, model, run_id = load_trial(args.target, args.tracking_uri)
         tokenizer = trial_tokenizer(cfg, args.data_root)
@@ -120,7 +119,7 @@ def main(argv=None) -> int:
     from lm_eval.tasks import TaskManager
     from lm_eval.utils import handle_non_serializable, make_table
 
-    from evals.adapter import SatsweepLM
+    from evals.adapter import SatsweepLM  # imports lm_eval, the optional extra (after the flags)
 
     manager = task_manager(TaskManager, args.include_path, tasks)
     unknown = [t for t in tasks if t not in manager.all_tasks]

@@ -35,22 +35,29 @@ def expand(names: list[str]) -> list[str]:
     return out
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+# The flags as the user set them, read when this module is first imported: trainers.data.tokenizer
+# sets HF_HUB_OFFLINE=1 by default when imported (its tokenizers never need the hub), which must
+# not keep lm-eval's `datasets` from downloading a task's data when the hub can be reached.
+USER_FLAGS = {f: os.environ.get(f) for f in OFFLINE_FLAGS}
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def ensure_offline_mode(host: str = "huggingface.co", timeout_s: float = 3.0) -> bool:
-    """True when offline: a flag is set, or the hub does not answer within `timeout_s` (then both
-    flags are set, so that nothing waits on the network). Call before importing `datasets`."""
-    if any(_flag(f) for f in OFFLINE_FLAGS):
-        return True
-    try:
-        socket.create_connection((host, 443), timeout=timeout_s).close()
-        return False
-    except OSError:
-        for f in OFFLINE_FLAGS:
-            os.environ[f] = "1"
-        return True
+    """True when offline: the user set a flag, or the hub does not answer within `timeout_s`. Sets
+    both flags to say so ("1" offline, "0" online), so that nothing waits on the network and
+    nothing else's default decides. Call before importing `datasets`, which reads them once."""
+    offline = any(_flag(v) for v in USER_FLAGS.values())
+    if not offline:
+        try:
+            socket.create_connection((host, 443), timeout=timeout_s).close()
+        except OSError:
+            offline = True
+    for f in OFFLINE_FLAGS:
+        os.environ[f] = "1" if offline else "0"
+    return offline
 
 
 def task_dataset(task_manager, task: str) -> tuple[str | None, str | None, dict]:

@@ -19,6 +19,9 @@ import torch
 
 from arch import build_model
 from trainers.config import TextDataConfig, TokenDataConfig, TrialConfig
+from trainers.data.cache import cache_root
+from trainers.data.corpora import load_corpus
+from trainers.data.tokenizer import BPETokenizer, ByteTokenizer, make_tokenizer
 from trainers.records import CHECKPOINT_ARTIFACT, DEFAULT_TRACKING_URI
 
 
@@ -75,16 +78,12 @@ def load_trial(target: str, tracking_uri: str = DEFAULT_TRACKING_URI):
 def trial_tokenizer(cfg: TrialConfig, data_root=None):
     """The tokenizer the trial trained with: `encode(bytes) -> ids`, `decode(ids) -> str`,
     `vocab_size`. Raises ValueError for data without text (MQAR) or shards without a tokenizer."""
-    from trainers.data.tokenizer import BPETokenizer, ByteTokenizer
-
     data = cfg.data
     if isinstance(data, TextDataConfig):
         if data.tokenizer == "byte":
             return ByteTokenizer()
-        from trainers.data.cache import cache_root
-        from trainers.data.corpora import load_corpus
+        # trainers.data.text loads Lightning (its data module): only a BPE text trial needs it here
         from trainers.data.text import split
-        from trainers.data.tokenizer import make_tokenizer
 
         train_bytes, _ = split(load_corpus(data.corpus, data.path, data.max_bytes), data.val_fraction)
         return make_tokenizer("bpe", train_bytes, data.bpe_vocab_size, cache_root(data_root))
