@@ -159,3 +159,19 @@ def test_suites_name_installed_tasks_and_are_refused_offline_naming_each_dataset
         assert "unknown" not in err
         for task in tasks:
             assert f"task {task}: dataset " in err
+
+
+def test_lm_evals_own_model_args_load_the_checkpoint(trained):
+    """What `lm_eval --model satsweep --model_args pretrained=...` does once evals.adapter is imported."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.registry import get_model
+
+    from evals.adapter import SatsweepLM  # registers the model
+
+    assert get_model("satsweep") is SatsweepLM
+    lm = get_model("satsweep").create_from_arg_string(f"pretrained={trained},batch_size=2")
+    request = Instance(request_type="loglikelihood", doc={}, arguments=("zor has", " red"), idx=0)
+    ((logp, greedy),) = lm.loglikelihood([request])
+    _, model, _ = load_trial(str(trained))
+    assert logp == pytest.approx(own_logprob(model, "zor has", " red"), abs=1e-4)
+    assert greedy  # the trained fact
