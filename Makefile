@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STUDY ?= studies/satformer_vs_baseline.yaml
 # CPU machines: the CPU build of torch, from the wheel folders pip is told of (FIND_LINKS below).
 TORCH_SPEC ?= torch==2.13.0
-# The project's extras the venv gets on first use; .ci/run asks for all four in that one install call
+# The project's extras the venv gets on first use; .ci/run asks for those its suites need in one install call
 # (test, test-cluster and test-browser otherwise each resolve and rebuild the editable install again).
 EXTRAS ?= dev
 
