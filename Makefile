@@ -6,8 +6,8 @@ PY := $(VENV)/bin/python
 STUDY ?= studies/satformer_vs_baseline.yaml
 # CPU machines: the CPU build of torch, from the wheel folders pip is told of (FIND_LINKS below).
 TORCH_SPEC ?= torch==2.13.0
-# The project's extras the venv gets on first use; .ci/run asks for dev, hf, cluster and browser in one call
-# (test-cluster and test-browser otherwise each resolve and rebuild the editable install again).
+# The project's extras the venv gets on first use; .ci/run asks for those its suites need in one install call
+# (test, test-cluster and test-browser otherwise each resolve and rebuild the editable install again).
 EXTRAS ?= dev
 
 .PHONY: install test test-all test-cluster test-browser lint format sweep smoke gpu-check mlflow-ui dashboard clean
@@ -42,10 +42,16 @@ format: install
 # Two pytest-xdist workers: most slow tests wait on subprocesses, Ray or sleeps, so two share the
 # 2 cores well; the Ray tests stay together on one worker (tests/conftest.py). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
+# tests/evals needs the evals extra (lm-eval; skipped without it): installed here on first use,
+# as test-cluster and test-browser do for theirs (.ci/run asks for it in its one install call).
+EVALS_EXTRA = $(PY) -c "import lm_eval" 2>/dev/null || $(UV_INSTALL) -e ".[evals]" -c constraints.txt
+
 test: lint
+	@$(EVALS_EXTRA)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test-all: lint
+	@$(EVALS_EXTRA)
 	$(PY) -m pytest -q -m ""
 
 # Real PostgreSQL (Debian's package), an MLflow server and a 2-node Ray cluster, all on loopback.

@@ -87,14 +87,21 @@ class Rotary(nn.Module):
             self._buffers[name] = buf.to(device)
         return self
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # x: [B, H, T, hd]
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """x: [B, H, T, hd]; positions: [B, T] per row (incremental decoding, left padding), or
+        None for 0..T-1 in every row."""
         t = x.shape[-2]
+        if positions is None:
+            cis, cos, signed_sin = self.cis[:t], self.cos[:t], self.signed_sin[:t]  # [T, hd/2 or hd]
+        else:  # [B, T, ...] -> [B, 1, T, ...]: one table row per token, broadcast over heads
+            cis, cos, signed_sin = (
+                table[positions].unsqueeze(1) for table in (self.cis, self.cos, self.signed_sin)
+            )
         if x.dtype == torch.float32:
             z = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
-            return torch.view_as_real(z * self.cis[:t]).flatten(-2)
+            return torch.view_as_real(z * cis).flatten(-2)
         swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (x1, x0, x3, x2, ...)
-        return x * self.cos[:t].to(x.dtype) + swapped * self.signed_sin[:t].to(x.dtype)
+        return x * cos.to(x.dtype) + swapped * signed_sin.to(x.dtype)
 
 
 def interleave(head_dim: int) -> torch.Tensor:
@@ -194,9 +201,11 @@ class Attention(nn.Module):
         # +2 B T D floats a layer); its own copy keeps only V, as separate projections do
         return q, k, v.contiguous(), x_proj
 
-    def forward(self, xq, xk, xv, rotary: Rotary, mix_values, extra=None) -> torch.Tensor:
+    def forward(self, xq, xk, xv, rotary: Rotary, mix_values, extra=None, step=None, layer: int = 0):
         """mix_values(v, xv, xv @ extra^T) rewrites V before the kernel; `extra`: rows of the
-        design's own projection of xv (`ResidualDesign.value_input_weight`)."""
+        design's own projection of xv (`ResidualDesign.value_input_weight`). `step`: an
+        `arch.decoding.DecodeStep` (incremental decoding): the new tokens' K and mixed V join
+        layer `layer`'s cache, and the queries attend over every cached slot under its mask."""
         b, t, _ = xq.shape
         q, k, v, x_proj = self.project(xq, xk, xv, extra)
         q = self.q_norm(q.view(b, t, self.n_heads, self.hd))
@@ -204,8 +213,14 @@ class Attention(nn.Module):
         v = v.view(b, t, self.n_kv, self.hd)  # raw V on KV heads
         v = mix_values(v, xv, x_proj)  # [B, T, N_kv, hd], before any GQA repeat
         q, k, v = (z.transpose(1, 2) for z in (q, k, v))  # -> [B, H, T, hd]
-        q, k = rotary(q), rotary(k)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv != self.n_heads)
+        gqa = self.n_kv != self.n_heads
+        if step is None:
+            q, k = rotary(q), rotary(k)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        else:
+            q, k = rotary(q, step.positions), rotary(k, step.positions)
+            k, v = step.extend(layer, k, v)  # [B, N_kv, L, hd]: cached slots and these
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=step.allowed, enable_gqa=gqa)
         return self.o_proj(y.transpose(1, 2).reshape(b, t, self.n_heads * self.hd))
 
 

@@ -9,6 +9,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from arch.config import ModelConfig
+from arch.decoding import DecodeStep, KVCache
 from arch.designs.base import ResidualDesign, build_design
 from arch.layers import Attention, RMSNorm, Rotary, SwiGLU
 
@@ -22,11 +23,11 @@ class Block(nn.Module):
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = SwiGLU(cfg.d_model, cfg.residual.ffn_widths(cfg)[index])
 
-    def forward(self, design: ResidualDesign, state, rotary: Rotary) -> None:
+    def forward(self, design: ResidualDesign, state, rotary: Rotary, step: DecodeStep | None = None) -> None:
         i = self.index
         xq, xk, xv = design.norm_attn_inputs(i, *design.attn_inputs(i, state), self.attn_norm)
         mix = lambda v, x, x_proj: design.mix_values(i, v, x, state, x_proj)  # noqa: E731
-        out = self.attn(xq, xk, xv, rotary, mix, design.value_input_weight(i))
+        out = self.attn(xq, xk, xv, rotary, mix, design.value_input_weight(i), step, i)
         design.add_attn(i, state, out)
         design.add_mlp(i, state, self.mlp(self.mlp_norm(design.mlp_input(i, state))))
 
@@ -83,24 +84,48 @@ class Transformer(nn.Module):
                     last = name.rsplit(".", 1)[-1]
                     nn.init.normal_(module.weight, std=scaled if last in ("o_proj", "down_proj") else std)
 
-    def forward(self, tokens: torch.Tensor, return_gates: bool = False, checkpoint_blocks: bool = False):
-        h, gates = self.hidden(tokens, return_gates=True, checkpoint_blocks=checkpoint_blocks)
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        return_gates: bool = False,
+        checkpoint_blocks: bool = False,
+        cache: KVCache | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ):
+        """tokens [B, T] -> logits [B, T, vocab]. With `cache` (`new_cache`): the tokens follow
+        the cached ones (prefill, then one token at a time), and their K and V' join the cache;
+        `attention_mask` [B, T] (1: real token, 0: left padding) marks the padding of a batch."""
+        h, gates = self.hidden(tokens, True, checkpoint_blocks, cache, attention_mask)
         logits = self.head(h)
         return (logits, gates) if return_gates else logits
 
-    def hidden(self, tokens: torch.Tensor, return_gates: bool = False, checkpoint_blocks: bool = False):
+    def hidden(
+        self,
+        tokens: torch.Tensor,
+        return_gates: bool = False,
+        checkpoint_blocks: bool = False,
+        cache: KVCache | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ):
         """The final norm's output [B, T, D]; with return_gates also {layer: gate}."""
-        if tokens.shape[1] > self.cfg.max_seq_len:
+        if cache is None and attention_mask is not None:
+            cache = self.new_cache(tokens.shape[0], tokens.shape[1])
+        step = None if cache is None else cache.step(attention_mask, tokens.shape[1], tokens.device)
+        if step is None and tokens.shape[1] > self.cfg.max_seq_len:
             raise ValueError(f"sequence length {tokens.shape[1]} exceeds max_seq_len {self.cfg.max_seq_len}")
         state = self.residual.begin(self.embed(tokens), record_gates=return_gates)
         recompute = checkpoint_blocks and torch.is_grad_enabled()
         for block in self.blocks:
-            if recompute:
+            if recompute and step is None:  # decoding runs without gradients: nothing to recompute
                 state = _checkpointed(block, self.residual, state, self.rotary)
             else:
-                block(self.residual, state, self.rotary)
+                block(self.residual, state, self.rotary, step)
         h = self.norm(self.residual.end(state))
         return (h, state.gates) if return_gates else h
+
+    def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
+        """An empty key/value cache for `batch` rows of up to `capacity` tokens (max_seq_len)."""
+        return KVCache(self.cfg.n_layers, batch, capacity or self.cfg.max_seq_len, self.cfg.max_seq_len)
 
     def param_counts(self) -> dict[str, int]:
         total = sum(p.numel() for p in self.parameters())

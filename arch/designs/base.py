@@ -15,6 +15,12 @@ which lives for one forward pass.
         design.add_attn(i, state, attn_out)
         design.add_mlp(i, state, mlp(norm(design.mlp_input(i, state))))
     h = design.end(state)                           # -> final norm -> head
+
+Incremental decoding (arch/decoding.py) runs the same calls on the new tokens only: attention
+reads the earlier tokens' K and V' from the cache, and a `State` covers the new tokens. That is
+exact because every design mixes within a position (a tapped V, a depth history or n streams of
+the same token); a design that mixed across positions would have to keep its own cache of them,
+and the harness (tests/arch/test_decoding.py) would fail until it did.
 """
 
 from __future__ import annotations

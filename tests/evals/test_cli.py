@@ -1,0 +1,177 @@
+"""`python -m evals` end to end: a tiny model trained on a toy corpus, two local lm-eval tasks
+written by the test (a 4-way multiple choice and a generation), scored from the checkpoint and
+from an MLflow run; the harness's per-document loglikelihoods against the model's own forward."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("lm_eval")
+
+from evals.cli import main  # noqa: E402
+from trainers.fit import fit  # noqa: E402
+from trainers.records import CHECKPOINT_FOLDER  # noqa: E402
+from trainers.trained import load_trial  # noqa: E402
+
+NAMES = ["zor", "kip", "mav", "tul", "bex", "dru", "fen", "gol"]
+ITEMS = ["red", "blue", "gold", "green"]
+FACTS = {name: ITEMS[i % len(ITEMS)] for i, name in enumerate(NAMES)}
+
+CHOICE_YAML = """task: toy_choice
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {folder}/toy.jsonl
+output_type: multiple_choice
+test_split: test
+doc_to_text: "{{{{name}}}} has"
+doc_to_choice: {items}
+doc_to_target: answer
+metric_list:
+  - metric: acc
+"""
+RECALL_YAML = """task: toy_recall
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {folder}/toy.jsonl
+output_type: generate_until
+test_split: test
+doc_to_text: "{{{{name}}}} has"
+doc_to_target: item
+generation_kwargs:
+  until: ["."]
+  max_gen_toks: 8
+metric_list:
+  - metric: exact_match
+    regexes_to_ignore: [" "]
+"""
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A 2-layer SATFormer trained for 100k byte tokens on "<name> has <item>." lines."""
+    root = tmp_path_factory.mktemp("toy")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    lines = [f"{name} has {item}.\n" for name, item in FACTS.items() for _ in range(400)]
+    random.Random(0).shuffle(lines)
+    (corpus / "facts.txt").write_text("".join(lines))
+    cfg = {
+        "seed": 0,
+        "model": {"vocab_size": 256, "d_model": 64, "n_layers": 2, "n_heads": 2, "d_ff": 128,
+                  "max_seq_len": 64, "residual": {"kind": "value_residual", "mode": "gated"}},
+        "data": {"kind": "text", "corpus": "folder", "path": str(corpus), "tokenizer": "byte", "seq_len": 64},
+        "train": {"tokens": 100_000, "batch_size": 16, "lr": 1e-2, "eval_every": 10_000, "eval_batches": 1,
+                  "log_every": 10_000, "num_threads": 1},
+    }  # fmt: skip
+    checkpoint = root / "final.ckpt"
+    fit(cfg, data_root=root / "cache", checkpoint_path=checkpoint)
+    return checkpoint
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tasks")
+    docs = [{"name": n, "item": i, "answer": ITEMS.index(i)} for n, i in FACTS.items()]
+    (folder / "toy.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (folder / "toy_choice.yaml").write_text(CHOICE_YAML.format(folder=folder, items=json.dumps(ITEMS)))
+    (folder / "toy_recall.yaml").write_text(RECALL_YAML.format(folder=folder))
+    return folder
+
+
+def own_logprob(model, context: str, continuation: str) -> float:
+    ids = list((context + continuation).encode())
+    n = len(continuation.encode())
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([ids[:-1]]))[0].double(), -1)
+    return sum(logp[i - 1, ids[i]].item() for i in range(len(ids) - n, len(ids)))
+
+
+def test_scores_a_checkpoint_above_chance_with_the_models_own_loglikelihoods(trained, tasks, tmp_path):
+    out = tmp_path / "results.json"
+    argv = [str(trained), "--tasks", "toy_choice,toy_recall", "--include-path", str(tasks)]
+    assert main([*argv, "--json", str(out), "--log-samples", "--batch-size", "3"]) == 0
+    results = json.loads(out.read_text())
+    assert results["results"]["toy_choice"]["acc,none"] > 0.5  # chance: 0.25
+    assert results["results"]["toy_recall"]["exact_match,none"] > 0.5  # chance: ~0
+    _, model, _ = load_trial(str(trained))
+    samples = results["samples"]["toy_choice"]
+    assert len(samples) == len(NAMES)
+    for sample in samples:
+        context = f"{sample['doc']['name']} has"
+        for choice, resp in zip(ITEMS, sample["resps"], strict=True):
+            logp = float(resp[0][0])
+            assert logp == pytest.approx(own_logprob(model, context, f" {choice}"), abs=1e-4)
+
+
+def test_scores_an_mlflow_run_and_logs_every_metric_to_it(trained, tasks, tmp_path):
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    run = client.create_run(client.create_experiment("evals-test"))
+    client.log_artifact(run.info.run_id, str(trained), artifact_path=CHECKPOINT_FOLDER)
+    argv = [run.info.run_id, "--tasks", "toy_choice", "--include-path", str(tasks), "--tracking-uri", uri]
+    assert main([*argv, "--json", str(tmp_path / "r.json")]) == 0
+    metrics = client.get_run(run.info.run_id).data.metrics
+    results = json.loads((tmp_path / "r.json").read_text())["results"]["toy_choice"]
+    assert metrics["eval/toy_choice/acc"] == pytest.approx(results["acc,none"])
+    assert metrics["eval/toy_choice/acc_stderr"] == pytest.approx(results["acc_stderr,none"])
+    mlflow.set_tracking_uri(uri)
+    logged = mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path="eval/results.json")
+    assert json.loads(Path(logged).read_text())["results"]["toy_choice"]["acc,none"] == results["acc,none"]
+
+
+def test_refuses_an_offline_hub_dataset_naming_it_and_how_to_provide_it(trained, tmp_path, capsys):
+    (tmp_path / "hub_task.yaml").write_text(
+        "task: hub_task\ndataset_path: someone/not_cached\noutput_type: multiple_choice\n"
+        "test_split: test\ndoc_to_text: q\ndoc_to_choice: [a, b]\ndoc_to_target: 0\n"
+    )
+    assert main([str(trained), "--tasks", "hub_task", "--include-path", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "task hub_task: dataset someone/not_cached is offline" in err
+    assert "datasets.load_dataset('someone/not_cached')" in err
+
+
+def test_refuses_a_missing_checkpoint(tasks, tmp_path, capsys):
+    assert main([str(tmp_path / "none.ckpt"), "--tasks", "toy_choice", "--include-path", str(tasks)]) == 2
+    assert "none.ckpt: no such checkpoint file" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # indexes lm-eval's ~15,000 built-in tasks
+def test_refuses_an_unknown_task_naming_close_ones(trained, tasks, capsys):
+    assert main([str(trained), "--tasks", "toy_choise", "--include-path", str(tasks)]) == 2
+    assert "unknown toy_choise (close: toy_choice," in capsys.readouterr().err
+
+
+@pytest.mark.slow  # indexes lm-eval's ~15,000 built-in tasks
+def test_suites_name_installed_tasks_and_are_refused_offline_naming_each_dataset(trained, capsys):
+    from evals.suites import SUITES
+
+    for suite, tasks in SUITES.items():
+        assert main([str(trained), "--tasks", suite]) == 2
+        err = capsys.readouterr().err
+        assert "unknown" not in err
+        for task in tasks:
+            assert f"task {task}: dataset " in err
+
+
+def test_lm_evals_own_model_args_load_the_checkpoint(trained):
+    """What `lm_eval --model satsweep --model_args pretrained=...` does once evals.adapter is imported."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.registry import get_model
+
+    from evals.adapter import SatsweepLM  # registers the model
+
+    assert get_model("satsweep") is SatsweepLM
+    lm = get_model("satsweep").create_from_arg_string(f"pretrained={trained},batch_size=2")
+    request = Instance(request_type="loglikelihood", doc={}, arguments=("zor has", " red"), idx=0)
+    ((logp, greedy),) = lm.loglikelihood([request])
+    _, model, _ = load_trial(str(trained))
+    assert logp == pytest.approx(own_logprob(model, "zor has", " red"), abs=1e-4)
+    assert greedy  # the trained fact
