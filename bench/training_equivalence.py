@@ -169,6 +169,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--before-patch", type=Path, default=None, help="Python file run before each 'before' run")
     p.add_argument("--after-patch", type=Path, default=None, help="Python file run before each 'after' run")
     p.add_argument("--recipe", type=Path, default=DEFAULT_RECIPE, help="study YAML whose `trial:` is trained")
+    p.add_argument(
+        "--set",
+        dest="set_both",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a trial key of both arms, value read as YAML (repeatable)",
+    )
+    p.add_argument(
+        "--before-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a trial key of the 'before' arm only (repeatable)",
+    )
+    p.add_argument("--after-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a trial key of the 'after' arm only, e.g. "
+                   "'model.residual={kind: value_residual, mode: gated}' (repeatable)")  # fmt: skip
     p.add_argument("--seeds", default="0-5", help="seeds: 0-7, 0,3,5 (default 0-5)")
     p.add_argument("--tokens", type=int, default=None, help="training tokens a run (default: the recipe's)")
     p.add_argument(
@@ -187,6 +205,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         path = getattr(args, name)
         if path is not None and not path.is_file():
             p.error(f"--{name.replace('_', '-')} {path}: no such file")
+    for name in ("set_both", "before_set", "after_set"):
+        setattr(args, name, [parse_override(text, p) for text in getattr(args, name)])
     if args.cached_only and args.runs is None:
         p.error("--cached-only reports the runs of --runs FILE: give one")
     if not args.recipe.is_file():
@@ -201,16 +221,43 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def parse_override(text: str, parser: argparse.ArgumentParser) -> tuple[list[str], object]:
+    """'train.lr=2e-3' -> (['train', 'lr'], 0.002): the key path and its value read as YAML."""
+    key, sep, value = text.partition("=")
+    path = key.strip().split(".")
+    if not sep or not all(path):
+        parser.error(f"--set {text!r}: expected KEY.PATH=VALUE, e.g. train.lr=2.0e-3")
+    return path, yaml.safe_load(value)
+
+
+def apply_overrides(trial: dict, overrides: list[tuple[list[str], object]]) -> dict:
+    """`trial` with each (key path, value) set, in order; mappings on the way are created."""
+    for path, value in overrides:
+        node = trial
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise SystemExit(f"--set {'.'.join(path)}: {part!r} is not a mapping in the trial")
+        node[path[-1]] = value
+    return trial
+
+
 def recipe_trial(
-    recipe: Path, tokens: int | None, threads: int, seed: int, final_eval_only: bool = True
+    recipe: Path,
+    tokens: int | None,
+    threads: int,
+    seed: int,
+    final_eval_only: bool = True,
+    overrides: list[tuple[list[str], object]] = (),
 ) -> dict:
-    """The recipe's `trial:` mapping with this run's budget, threads and seed; with
-    `final_eval_only`, validation at the end only (eval_every = the run's steps): only the final
-    val_loss is compared, and the recipe's evaluations on the way cost ~10% of a tiny run."""
+    """The recipe's `trial:` mapping with `overrides` (--set, then the arm's own), this run's
+    budget, threads and seed; with `final_eval_only`, validation at the end only (eval_every =
+    the run's steps): only the final val_loss is compared, and the recipe's evaluations on the
+    way cost ~10% of a tiny run."""
     study = yaml.safe_load(recipe.read_text())
     if not isinstance(study, dict) or not isinstance(study.get("trial"), dict):
         raise SystemExit(f"{recipe}: expected a study with a `trial:` mapping")
-    trial = json.loads(json.dumps(study["trial"]))
+    trial = apply_overrides(json.loads(json.dumps(study["trial"])), overrides)
     trial["seed"] = seed
     train = trial.setdefault("train", {})
     tokens = train["tokens"] = tokens or train.get("tokens", 1_000_000)
@@ -301,7 +348,10 @@ def run_arms(args, arms: dict[str, tuple[str, Path | None]]) -> dict[str, dict[i
         trees = {arm: export_tree(commit, Path(tmp)) for arm, (commit, _) in arms.items()}
         for seed in args.seed_list:  # interleaved by seed: a partial run still pairs
             for arm, (commit, patch) in arms.items():
-                trial = recipe_trial(args.recipe, args.tokens, args.threads, seed, not args.recipe_evals)
+                overrides = [*args.set_both, *getattr(args, f"{arm}_set")]
+                trial = recipe_trial(
+                    args.recipe, args.tokens, args.threads, seed, not args.recipe_evals, overrides
+                )
                 key = run_key(commit, patch, trial)
                 if commit != WORKING_TREE and key in cached:
                     results[arm][seed] = cached[key]["val_loss"]
@@ -320,7 +370,8 @@ def run_arms(args, arms: dict[str, tuple[str, Path | None]]) -> dict[str, dict[i
             row = {"key": key, "arm": arm, "commit": commit, "patch": str(patch) if patch else None,
                    "seed": seed, "tokens": trial["train"]["tokens"], "val_loss": metrics["val_loss"],
                    "train_loss": metrics.get("train_loss"), "wall_s": metrics.get("wall_s"),
-                   "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}  # fmt: skip
+                   "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+                   "machine": metrics.get("machine"), "loss_curve": metrics.get("loss_curve")}  # fmt: skip
             done = f"val_loss {row['val_loss']:.4f} ({row['wall_s']:.0f} s)"
             print(f"  {arm} seed {seed}: {done}", file=sys.stderr)
             if args.runs is not None and commit != WORKING_TREE:

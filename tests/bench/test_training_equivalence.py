@@ -217,3 +217,23 @@ def test_heads_reversed_patch_is_the_same_function(monkeypatch):
     assert not torch.equal(plain.blocks[0].attn.o_proj.weight, reversed_heads.blocks[0].attn.o_proj.weight)
     with torch.no_grad():
         torch.testing.assert_close(reversed_heads(tokens), plain(tokens), atol=1e-5, rtol=1e-5)
+
+
+def test_set_overrides_reach_their_arm_only():
+    """--set changes both arms' trial, --after-set / --before-set one arm's; values are YAML."""
+    args = te.parse_args(["--set", "train.lr=2.0e-3", "--set", "model.qk_norm=true",
+                          "--after-set", "model.residual={kind: value_residual, mode: gated}"])  # fmt: skip
+    before = te.recipe_trial(te.DEFAULT_RECIPE, 4096, 1, 3, overrides=[*args.set_both, *args.before_set])
+    after = te.recipe_trial(te.DEFAULT_RECIPE, 4096, 1, 3, overrides=[*args.set_both, *args.after_set])
+    assert before["train"]["lr"] == after["train"]["lr"] == 0.002
+    assert before["model"]["qk_norm"] is True and after["model"]["qk_norm"] is True
+    assert "residual" not in before["model"]
+    assert after["model"]["residual"] == {"kind": "value_residual", "mode": "gated"}
+    assert te.run_key("c", None, before) != te.run_key("c", None, after)
+
+
+@pytest.mark.parametrize("text", ["lr", "=3", "train..lr=1"])
+def test_set_without_a_key_path_is_refused(text, capsys):
+    with pytest.raises(SystemExit):
+        te.parse_args(["--set", text])
+    assert "KEY.PATH=VALUE" in capsys.readouterr().err
