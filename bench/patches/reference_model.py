@@ -6,6 +6,8 @@ plainly), trained by the same trainer, data and optimizer. Its norm weights go t
 group, as the backbone's RMSNorm weights do. It differs from the backbone by its init (all
 matrices N(0, 0.02): no depth scaling of o_proj and down_proj) and its RNG draws, so seeds pair
 by data order only. Run it in a tree that has `bench/reference.py` with features (47123d5 on).
+The plain GPT has no qk-norm: on cpu_base's recipe (qk-norm since issue 41) add
+`--set model.qk_norm=false`, or the two arms would not be the same function.
 """
 
 import torch
@@ -29,6 +31,10 @@ class _NoDesign:
 class ReferenceBackbone(nn.Module):
     def __init__(self, cfg):
         super().__init__()
+        if cfg.qk_norm:
+            raise ValueError(
+                "reference_model: the plain GPT has no qk-norm; run with --set model.qk_norm=false"
+            )
         self.cfg = cfg
         self.gpt = reference.like(cfg, reference.FEATURES)
         self.embed = self.gpt.tok  # the optimizer's `embeddings` group

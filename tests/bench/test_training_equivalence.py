@@ -80,7 +80,7 @@ def test_parse_args_names_a_missing_patch(tmp_path, capsys):
 def test_recipe_trial_sets_budget_threads_seed_and_final_eval():
     trial = te.recipe_trial(te.DEFAULT_RECIPE, 1_000_000, 1, 7)
     assert trial["seed"] == 7 and trial["train"]["tokens"] == 1_000_000 and trial["train"]["num_threads"] == 1
-    assert trial["model"] == {"preset": "tiny"}
+    assert trial["model"]["preset"] == "tiny" and trial["model"]["qk_norm"] is True  # cpu_base, issue 41
     assert trial["train"]["eval_every"] == 1_000_000 // (16 * 128)  # the last step only
     as_recipe = te.recipe_trial(te.DEFAULT_RECIPE, None, 1, 0, final_eval_only=False)
     assert as_recipe["train"]["tokens"] == 1_000_000 and as_recipe["train"]["eval_every"] == 100
@@ -136,7 +136,8 @@ def test_reference_patch_builds_the_plain_model_with_the_backbones_groups(monkey
     from trainers.module import LanguageModel
     from trainers.optim import build_optimizer
 
-    trial = TrialConfig.from_dict(te.recipe_trial(te.DEFAULT_RECIPE, 4096, 1, 0))
+    plain = [(["model", "qk_norm"], False)]  # the reference GPT has none
+    trial = TrialConfig.from_dict(te.recipe_trial(te.DEFAULT_RECIPE, 4096, 1, 0, overrides=plain))
     backbone = LanguageModel(trial).model
     reference_model.apply(monkeypatch.setattr)
     module = LanguageModel(trial)
@@ -148,6 +149,8 @@ def test_reference_patch_builds_the_plain_model_with_the_backbones_groups(monkey
     assert {p.dim() for p in keep["params"]} == {1, 2}  # norm weights and the tied embedding
     logits = module.model(torch.randint(0, 256, (2, 16)))
     assert logits.shape == (2, 16, 256)
+    with pytest.raises(ValueError, match="qk_norm=false"):  # cpu_base's own recipe: not the same function
+        LanguageModel(TrialConfig.from_dict(te.recipe_trial(te.DEFAULT_RECIPE, 4096, 1, 0)))
 
 
 def test_real_path_patch_is_the_same_rotation_bit_for_bit(monkeypatch):
