@@ -3,7 +3,7 @@
     python -m bench.throughput_verdict studies/satformer_vs_baseline.yaml --launches 3 [--json out.json]
 
 The verdict on `tokens_per_s` is a sign test over the probe's rounds (each round: the design's
-step time against the baseline's, interleaved; `sweeps/probe.py`): with 20 rounds and the Holm
+step time against the baseline's, interleaved; `sweeps/run/probe.py`): with 20 rounds and the Holm
 family of the default study (val_loss and tokens_per_s), the design is `worse` when at least 16
 rounds of 20 are slower (two-sided p <= 0.025 at Holm's first step), else `indistinguishable`.
 So the word depends on the fraction q of rounds in which the design is slower, a property of the
@@ -25,9 +25,11 @@ from pathlib import Path
 
 from scipy.stats import binom
 
-from sweeps.pareto.verdicts import sign_test_p
-from sweeps.probe import Probe, arch_key, architecture, baseline_of
-from sweeps.spec.load import load_study
+from sweeps.report.verdicts import sign_test_p
+from sweeps.run.probe import Probe
+from sweeps.study.architecture import arch_key, architecture
+from sweeps.study.load import load_study
+from sweeps.study.reference import baseline_of
 
 
 def machine() -> dict[str, str]:

@@ -15,10 +15,10 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
-from sweeps.spec.load import load_study
+from sweeps.study.load import load_study
 from trainers import fit
 
-DEFAULT_STUDY = Path(__file__).resolve().parents[2] / "studies" / "satformer_vs_baseline.yaml"
+DEFAULT_STUDY = Path(__file__).resolve().parents[3] / "studies" / "satformer_vs_baseline.yaml"
 STEPS = 8
 
 
