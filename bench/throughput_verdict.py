@@ -30,6 +30,7 @@ from sweeps.run.probe import Probe
 from sweeps.study.architecture import arch_key, architecture
 from sweeps.study.load import load_study
 from sweeps.study.reference import baseline_of
+from trainers.machine import describe, kernels
 
 
 def machine() -> dict[str, str]:
@@ -72,8 +73,7 @@ def label_of(point: dict) -> str:
 
 
 def format_report(report: dict) -> str:
-    m = report["machine"]
-    lines = [f"machine: {m['cpu']}, torch {m['torch']} ({m['cpu_capability']} kernels)"]
+    lines = [f"machine: {describe(report['machine'])}"]
     for label, point in report["points"].items():
         for run in point["launches"]:
             lines.append(
@@ -104,7 +104,7 @@ def main(argv=None) -> dict:
         p.error("--launches must be >= 1 and --level in (0, 1)")
     study = load_study(args.study)
     launches = [launch(args.study) for _ in range(args.launches)]
-    report = {"machine": machine(), "rounds": study.probe.rounds, "level": args.level, "points": {}}
+    report = {"machine": kernels(), "rounds": study.probe.rounds, "level": args.level, "points": {}}
     for label in launches[0]:
         runs = []
         for i, ratios in enumerate(x[label] for x in launches):

@@ -23,6 +23,7 @@ from sweeps.report.stats import median_interval
 from sweeps.report.verdicts import rule_for
 from sweeps.study.reference import reference_points
 from trainers import metrics as metrics_table
+from trainers.machine import describe
 
 REPLICATES = 1000  # bootstrap replicates of p_front (its Monte Carlo error: at most 1.6 points)
 
@@ -43,6 +44,7 @@ def fronts_for(study, trials, replicates: int = REPLICATES) -> dict:
     result = compute(complete, objectives, references, rounds, replicates, robust, rule_for(study))
     result["robust"] = sorted(robust)
     result["ladder"] = bool(study.rungs)
+    result["machines"] = machines(entries)
     if study.rungs:  # what the per-rung conclusions name: each rung's size and budget
         result["rungs"] = {r["label"]: {"params": r["params"], "tokens": r["tokens"]} for r in study.rungs}
     speed = metrics_table.TOKENS_PER_S
@@ -65,6 +67,8 @@ def report_fronts(study, trials, tracker=None, stream=None) -> dict[str, float]:
     paths = write_files(result, study.results_dir() / "pareto")
     print(table_text(result), file=stream)
     print(conclusions_text(result), file=stream)
+    if result.get("machines"):
+        print(machines_text(result["machines"]), file=stream)
     for path in paths:
         print(f"  {path}", file=stream)
     ranked = importance.report(result, trials, study.results_dir() / "importance", tracker, stream)
@@ -128,6 +132,21 @@ def _tag_children(tracker, trials, result: Mapping) -> None:
             if result.get("verdicts"):
                 tags["verdict.rule"] = result["verdicts"]["rule"]  # which adjustment, which looks
         tracker.set_tags(run_id, tags)
+
+
+def machines(entries: dict) -> list[str]:
+    """The machines the cost probe timed on, where the trials run (`trainers.machine.describe` of
+    each entry's kernels; entries from before they were recorded: none)."""
+    found = {describe(e["kernels"]) for table in entries.values() for e in table.values() if "kernels" in e}
+    return sorted(found)
+
+
+def machines_text(names: list[str]) -> str:
+    """The line printed under the verdicts: the digits are this machine's, the verdicts' odds are not."""
+    return (
+        f"machine: {'; '.join(names)} (another CPU model or kernel level trains other digits;"
+        " the verdicts keep their odds: docs/verdicts/recipe.md)"
+    )
 
 
 def _probe_entries(study) -> dict:

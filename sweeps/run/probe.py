@@ -44,6 +44,7 @@ from sweeps.report.costs import costs_path, entry, load_costs, metric_values, sa
 from sweeps.study.architecture import arch_key, architecture
 from sweeps.study.reference import baseline_of
 from trainers.host import keep_freed_memory
+from trainers.machine import kernels
 from trainers.synthetic_step import synthetic_step
 from trainers.timing import interleaved
 
@@ -119,6 +120,7 @@ def time_architectures(
         "processes": processes,
         "clock": "wall" if device.type == "cuda" else "thread_cpu",  # of the ratio rounds
         "machine": machine_key(trial_threads),
+        "kernels": kernels(),  # what the trials' digits depend on (trainers.machine)
     }
 
 
@@ -136,6 +138,7 @@ def _time_baseline_alone(arch: dict, key: str, samples: int, steps: int, threads
         "processes": 1,
         "clock": "thread_cpu" if one_thread_cpu else "wall",
         "machine": machine_key(threads),
+        "kernels": kernels(),
     }
 
 
@@ -335,6 +338,9 @@ class Probe:
             if key != base_key:
                 seconds = result["seconds_per_step"][key]
                 table[key] = entry(arch, seconds, paired[key], base_tps, result["clock"])
+        for key in archs:
+            if "kernels" in result:  # the report prints it with the verdicts
+                table[key]["kernels"] = result["kernels"]
         save_costs(self.path, self.entries)
         if self.stream is not None:
             timed = (

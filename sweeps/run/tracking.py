@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from sweeps.study.space import point_name
+from trainers.machine import kernels
 from trainers.records import EXPERIMENT_TAGS
 
 PACKAGES = ("torch", "lightning", "ray", "optuna", "mlflow", "numpy", "satsweep")
@@ -82,6 +83,7 @@ def versions() -> dict[str, str]:
 
 def machine() -> dict[str, str]:
     info = {"host": socket.gethostname(), "platform": platform.platform(), "cpus": str(os.cpu_count())}
+    info.update(kernels())  # CPU model, torch and its CPU kernel level: what the digits depend on
     try:
         import torch
 

@@ -6,12 +6,14 @@ from collections import Counter
 
 from optuna.trial import TrialState
 
+from sweeps.report.analysis import machines
 from sweeps.run.launch import launch
 from sweeps.run.probe import Probe
 from sweeps.study import load_study
 from sweeps.study.architecture import arch_key, architecture
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import TRIAL, mlflow_runs, optuna_trials, write_study
+from trainers.machine import describe
 
 SPACE = {
     "model.residual": {
@@ -47,6 +49,12 @@ def test_probe_times_each_architecture_once_against_its_baseline_and_caches_it(t
     scale = table[arch_key(architecture(configs[0]))]["baseline_tokens_per_s_samples"]
     assert len(scale) == 3 and min(scale) <= base["tokens_per_s"] <= max(scale)  # one-thread trial
     assert "baseline_tokens_per_s_samples" not in entry
+    import torch
+
+    assert (
+        entry["kernels"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    )  # printed with verdicts
+    assert machines(cached) == [describe(entry["kernels"])]
 
     again = Probe(study, counting(calls := []))
     again.ensure(configs)

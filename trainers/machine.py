@@ -1,0 +1,44 @@
+"""What decides a run's digits besides its config: the CPU model, torch and the CPU kernel level
+torch dispatches to (`torch.backends.cpu.get_cpu_capability()`: AVX512, AVX2, ...).
+
+One machine, build and thread count repeats a seed's losses to the last bit
+(tests/sweeps/study/test_reproducible.py); another CPU model or kernel level rounds differently and
+prints other digits, with the same distribution of verdicts (docs/verdicts/recipe.md). So every
+figure a study prints is shown with the machine it came from.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+
+
+def cpu_model() -> str:
+    """The CPU's model name as /proc/cpuinfo gives it (elsewhere: platform's processor)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def kernels() -> dict[str, str]:
+    """{cpu, cpus, torch, cpu_capability} of this process's machine."""
+    import torch
+
+    return {
+        "cpu": cpu_model(),
+        "cpus": str(os.cpu_count()),
+        "torch": torch.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
+
+
+def describe(info: dict[str, str]) -> str:
+    """`AMD EPYC (2 CPUs), torch 2.13.0+cpu, AVX512 kernels`."""
+    cpus = f" ({info['cpus']} CPUs)" if info.get("cpus") else ""
+    level = info.get("cpu_capability", "?")
+    return f"{info.get('cpu', 'unknown CPU')}{cpus}, torch {info.get('torch', '?')}, {level} kernels"
