@@ -11,4 +11,5 @@ def test_the_report_names_each_machine_the_probe_timed_on():
                "other|x86_64|2 cpus|2 threads": {"a": {"kernels": other}}}  # fmt: skip
     found = machines(entries)
     assert found == sorted([describe(info), describe(other)])  # one line per machine, entries before: none
-    assert "AVX2 kernels; AMD EPYC" in machines_text(found) and "docs/verdicts/recipe.md" in machines_text(found)
+    line = machines_text(found)
+    assert "AVX2 kernels; AMD EPYC" in line and "docs/verdicts/recipe.md" in line
