@@ -3,8 +3,9 @@
     python -m bench.training_equivalence --before 72aa97f --after 56732e3 --seeds 0-7 \\
         --tokens 300000 --margin 0.01 --jobs 2 --runs docs/bench/runs.jsonl --json -
 
-Trains a recipe (default: the trial of studies/cpu_base.yaml, 1 thread a run) for each seed in
-two arms, each a git revision (`git archive` into a temp folder; `.` is this working tree as it
+Trains a recipe (default: the trial of studies/cpu_base.yaml, 1 thread a run; `--set KEY=VALUE`
+changes it for both arms, `--before-set` / `--after-set` for one: a design against the baseline is
+`--after-set 'model.residual={kind: value_residual, mode: gated}'`) for each seed in two arms, each a git revision (`git archive` into a temp folder; `.` is this working tree as it
 is) and optionally a patch file run first in the training process (`bench/patches/`). Seed s
 gives both arms the same data order (and the same init, where the change leaves the parameter
 shapes alone), so the runs pair by seed. Reports:
