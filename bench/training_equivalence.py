@@ -5,8 +5,9 @@
 
 Trains a recipe (default: the trial of studies/cpu_base.yaml, 1 thread a run; `--set KEY=VALUE`
 changes it for both arms, `--before-set` / `--after-set` for one: a design against the baseline is
-`--after-set 'model.residual={kind: value_residual, mode: gated}'`) for each seed in two arms, each a git revision (`git archive` into a temp folder; `.` is this working tree as it
-is) and optionally a patch file run first in the training process (`bench/patches/`). Seed s
+`--after-set 'model.residual={kind: value_residual, mode: gated}'`) for each seed in two arms,
+each a git revision (`git archive` into a temp folder; `.` is this working tree as it is) and
+optionally a patch file run first in the training process (`bench/patches/`). Seed s
 gives both arms the same data order (and the same init, where the change leaves the parameter
 shapes alone), so the runs pair by seed. Reports:
 
