@@ -40,6 +40,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -321,11 +322,11 @@ def load_runs(path: Path | None) -> dict[str, dict]:
     return runs
 
 
-def train(python: str, tree: Path, trial: dict, patch: Path | None) -> dict:
+def train(python: str, tree: Path, trial: dict, patch: Path | None, worker: Path = WORKER) -> dict:
     """One run in a fresh process on `tree`'s code; its final metrics."""
     spec = {"trial": trial, "patch": str(patch.resolve()) if patch else None}
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": str(trial["train"]["num_threads"])}
-    command = [python, str(WORKER), json.dumps(spec)]
+    command = [python, str(worker), json.dumps(spec)]
     with subprocess.Popen(
         command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as proc:
@@ -348,6 +349,9 @@ def run_arms(args, arms: dict[str, tuple[str, Path | None]]) -> dict[str, dict[i
     todo = []
     with tempfile.TemporaryDirectory(prefix="training_equivalence-") as tmp:
         trees = {arm: export_tree(commit, Path(tmp)) for arm, (commit, _) in arms.items()}
+        # the worker script as it is now: a checkout or rebase of this tree during a benchmark of
+        # hours (a conflict marker in it) must not fail the runs that start later
+        worker = Path(shutil.copy(WORKER, Path(tmp) / WORKER.name))
         for seed in args.seed_list:  # interleaved by seed: a partial run still pairs
             for arm, (commit, patch) in arms.items():
                 overrides = [*args.set_both, *getattr(args, f"{arm}_set")]
@@ -368,7 +372,7 @@ def run_arms(args, arms: dict[str, tuple[str, Path | None]]) -> dict[str, dict[i
 
         def one(item):
             arm, seed, commit, patch, trial, key = item
-            metrics = train(args.python, trees[arm], trial, patch)
+            metrics = train(args.python, trees[arm], trial, patch, worker)
             row = {"key": key, "arm": arm, "commit": commit, "patch": str(patch) if patch else None,
                    "seed": seed, "tokens": trial["train"]["tokens"], "val_loss": metrics["val_loss"],
                    "train_loss": metrics.get("train_loss"), "wall_s": metrics.get("wall_s"),
@@ -387,7 +391,8 @@ def run_arms(args, arms: dict[str, tuple[str, Path | None]]) -> dict[str, dict[i
             try:
                 for row in pool.map(one, todo):
                     results[row["arm"]][row["seed"]] = row["val_loss"]
-            except BaseException:  # before the pool's exit waits for its runs: stop them
+            except BaseException:  # before the pool's exit waits for its runs: stop them, start no more
+                pool.shutdown(wait=False, cancel_futures=True)
                 for proc in list(LIVE):
                     proc.kill()
                 raise

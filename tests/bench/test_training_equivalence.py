@@ -240,3 +240,23 @@ def test_set_without_a_key_path_is_refused(text, capsys):
     with pytest.raises(SystemExit):
         te.parse_args(["--set", text])
     assert "KEY.PATH=VALUE" in capsys.readouterr().err
+
+
+def test_a_failed_run_stops_the_benchmark_and_starts_no_other(monkeypatch):
+    """One failure ends the benchmark at once: queued runs are cancelled, not started one by one
+    after it (they would each fail or run unreported). Runs use a copy of the worker script."""
+    calls = []
+
+    def failing(python, tree, trial, patch, worker):
+        calls.append(trial["seed"])
+        assert worker != te.WORKER and worker.read_text() == te.WORKER.read_text()
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(te, "train", failing)
+    args = te.parse_args(
+        ["--before", "HEAD", "--after", "HEAD", "--seeds", "0-3", "--tokens", "4096", "--jobs", "1"]
+    )
+    head = te.resolve("HEAD")
+    with pytest.raises(RuntimeError, match="boom"):
+        te.run_arms(args, {"before": (head, None), "after": (head, None)})
+    assert len(calls) <= 2  # the failed run and at most the one its thread took meanwhile, of 8
