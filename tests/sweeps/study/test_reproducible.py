@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from sweeps.study.load import load_study
-from trainers import fit
+from trainers.fit import fit
 
 DEFAULT_STUDY = Path(__file__).resolve().parents[3] / "studies" / "satformer_vs_baseline.yaml"
 STEPS = 4  # nondeterminism (a reduction order that varies) shows from the first steps
