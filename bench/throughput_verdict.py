@@ -33,18 +33,6 @@ from sweeps.study.reference import baseline_of
 from trainers.machine import describe, kernels
 
 
-def machine() -> dict[str, str]:
-    import torch
-
-    from bench.training_worker import cpu_model
-
-    return {
-        "cpu": cpu_model(),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "torch": torch.__version__,
-    }
-
-
 def worse_probability(q: float, rounds: int, level: float) -> float:
     """P(a sign test over `rounds` rounds, each slower with probability q, rejects at `level`
     on the slower side): the chance one launch's word is `worse`."""

@@ -4,6 +4,7 @@ is permuted from)."""
 
 import json
 import math
+import time
 
 import pytest
 import torch
@@ -250,6 +251,8 @@ def test_a_failed_run_stops_the_benchmark_and_starts_no_other(monkeypatch):
     def failing(python, tree, trial, patch, worker):
         calls.append(trial["seed"])
         assert worker != te.WORKER and worker.read_text() == te.WORKER.read_text()
+        if len(calls) > 1:
+            time.sleep(0.5)  # a run takes time: the benchmark has stopped before this one ends
         raise RuntimeError("boom")
 
     monkeypatch.setattr(te, "train", failing)
