@@ -391,9 +391,8 @@ def run_arms(args, arms: dict[str, tuple[str, Path | None]]) -> dict[str, dict[i
             try:
                 for row in pool.map(one, todo):
                     results[row["arm"]][row["seed"]] = row["val_loss"]
-            except BaseException:  # before the pool's exit waits for its runs: stop them, start no more
-                pool.shutdown(wait=False, cancel_futures=True)
-                for proc in list(LIVE):
+            except BaseException:  # before the pool's exit waits for its runs: stop them (map's
+                for proc in list(LIVE):  # own clean-up has cancelled the runs not started)
                     proc.kill()
                 raise
     return results

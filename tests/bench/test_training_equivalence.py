@@ -245,7 +245,9 @@ def test_set_without_a_key_path_is_refused(text, capsys):
 
 def test_a_failed_run_stops_the_benchmark_and_starts_no_other(monkeypatch):
     """One failure ends the benchmark at once: queued runs are cancelled, not started one by one
-    after it (they would each fail or run unreported). Runs use a copy of the worker script."""
+    after it. Runs use a copy of the worker script taken at the start (a rebase of this tree
+    during a benchmark of hours once left conflict markers in it and failed the runs started
+    then)."""
     calls = []
 
     def failing(python, tree, trial, patch, worker):
