@@ -60,6 +60,7 @@ OPTIONAL = {
     "optuna_dashboard": "optuna-dashboard",
     "pynvml": "nvidia-ml-py",
     "lm_eval": "lm-eval",
+    "liger_kernel": "liger-kernel",
 }
 
 
