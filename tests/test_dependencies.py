@@ -4,6 +4,7 @@ dependency is pinned in constraints.txt. A module that arrives through another p
 came with optuna and mlflow) breaks the day that package drops it."""
 
 import ast
+import functools
 import re
 import sys
 import tomllib
@@ -64,10 +65,17 @@ OPTIONAL = {
 }
 
 
+@functools.cache
+def _installed() -> dict[str, list[str]]:
+    """Top-level module -> its installed distributions (reading every installed package's
+    metadata: seconds, so once)."""
+    return metadata.packages_distributions()
+
+
 def distributions(module: str) -> set[str]:
     """The distributions that provide a top-level module (yaml -> PyYAML): installed ones, else
     the extras' by name."""
-    found = {canonical(d) for d in metadata.packages_distributions().get(module, [])}
+    found = {canonical(d) for d in _installed().get(module, [])}
     return found or ({canonical(OPTIONAL[module])} if module in OPTIONAL else set())
 
 
