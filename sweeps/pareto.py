@@ -12,6 +12,7 @@ from sweeps.report.analysis import report_fronts
 from sweeps.run.storage import load_trials
 from sweeps.run.tracking import Tracker
 from sweeps.study import load_study
+from sweeps.study.load import study_path
 
 
 def main(argv=None) -> int:
@@ -20,11 +21,8 @@ def main(argv=None) -> int:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
     p.add_argument("--no-mlflow", action="store_true", help="only print and write results/<name>/pareto/")
     args = p.parse_args(argv)
-    path = Path(args.study)
-    if not path.is_file():
-        path = Path("studies") / f"{args.study}.yaml"
     try:
-        study = load_study(path, args.overrides)
+        study = load_study(study_path(args.study), args.overrides)
     except ConfigError as err:
         print(err, file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from arch.configtree import ConfigError
 from sweeps.study import load_study
+from sweeps.study.load import study_path
 
 HOST = "127.0.0.1"  # loopback only: the dashboard has no authentication
 EXIT_CONFIG = 2
@@ -57,11 +58,8 @@ def main(argv=None) -> int:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
     p.add_argument("--port", type=int, default=8080)
     args = p.parse_args(argv)
-    path = Path(args.study)
-    if not path.is_file():
-        path = Path("studies") / f"{args.study}.yaml"
     try:
-        study = load_study(path, args.overrides)
+        study = load_study(study_path(args.study), args.overrides)
     except ConfigError as err:
         print(err, file=sys.stderr)
         return EXIT_CONFIG

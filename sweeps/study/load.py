@@ -95,6 +95,12 @@ def apply_override(tree: dict, text: str) -> None:
     set_path(tree, path, value)
 
 
+def study_path(text: str) -> Path:
+    """A study file as the commands take it: a path, else the name of a file in studies/."""
+    path = Path(text)
+    return path if path.is_file() else Path("studies") / f"{text}.yaml"
+
+
 def load_study(path: str | os.PathLike, overrides: list[str] = ()) -> Study:
     """Reads, merges, overrides, parses and validates one study file; raises ConfigError."""
     source = str(path)
