@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import copy
-
 import lightning.pytorch as pl
 import pytest
+
+from tests.factories import merge
 
 TEXT = "".join(f"Line {i}: the quick brown fox jumps over the lazy dog {i % 7}.\n" for i in range(3000))
 
@@ -26,15 +26,6 @@ def corpus_dir(tmp_path_factory):
     (folder / "a.txt").write_text(TEXT[: len(TEXT) // 2])
     (folder / "b.txt").write_text(TEXT[len(TEXT) // 2 :])
     return folder
-
-
-def merge(base: dict, extra: dict) -> dict:
-    out = copy.deepcopy(base)
-    for key, value in extra.items():
-        out[key] = (
-            merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-        )
-    return out
 
 
 @pytest.fixture
