@@ -205,3 +205,18 @@ def test_keys_added_later_leave_fingerprints_at_their_defaults_alone(tmp_path, r
     sets = [f"trial.model.residual={residual}", f"trial.model.residual.{key}={other}", *extra]
     changed = load_study(write(tmp_path / "s.yaml", text), sets)
     assert f"trial.model.residual.{key}" in changed.fingerprint()
+
+
+def test_evals_without_lm_eval_installed_names_the_extra(tmp_path, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "lm_eval" else find_spec(n, *a)
+    )
+    text = BASE.replace("kind: mqar, seq_len: 32, vocab: 64, num_kv_pairs: 4", "kind: text, seq_len: 32")
+    path = write(tmp_path / "s.yaml", text + "evals: {tasks: [piqa]}\n")
+    with pytest.raises(ConfigError) as err:
+        load_study(path)
+    needs = "s.yaml: evals: needs lm-eval, which is not installed; allowed: install the extra"
+    assert f'{needs} (pip install -e ".[evals]")' in str(err.value)
