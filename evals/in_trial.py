@@ -7,6 +7,7 @@ Both take plain values (task names or suites, a folder of task YAMLs), not the s
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from pathlib import Path
 
@@ -18,13 +19,20 @@ from trainers.trained import load_checkpoint, trial_tokenizer
 SEED = 0  # one seed of few-shot selection and sampling for every trial: the trials differ in weights only
 
 
+@functools.lru_cache(maxsize=4)
+def _manager(include_path: str | None, tasks: tuple[str, ...]):
+    """One task index per process (the launch's checks, then each run a process scores): indexing
+    lm-eval's built-in tasks takes seconds to a minute."""
+    return task_manager(include_path, list(tasks))
+
+
 def launch_problems(tasks: list[str], include_path: str | None, objectives: dict[str, str]) -> list[str]:
     """Why the tasks cannot be scored here (unknown, or offline without their data), and every
     objective `eval/<task>/<metric>` whose direction contradicts lm-eval's for that metric
     (`objectives`: metric -> minimize | maximize); [] when the study can score them."""
     offline = ensure_offline_mode()  # before lm-eval imports `datasets`, which reads the flags once
     tasks = expand(tasks)
-    manager = task_manager(include_path, tasks)
+    manager = _manager(include_path, tuple(tasks))
     problems = task_problems(manager, tasks, offline)
     if problems:
         return problems
@@ -74,7 +82,7 @@ def score_trial(
     tokenizer = trial_tokenizer(cfg, data_root)
     from evals.adapter import SatsweepLM  # imports lm_eval, the optional extra (after the flags)
 
-    manager = task_manager(include_path, tasks)
+    manager = _manager(include_path, tuple(tasks))
     problems = task_problems(manager, tasks, offline)
     if problems:
         raise RuntimeError("evals: " + "\n".join(problems))

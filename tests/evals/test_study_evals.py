@@ -101,3 +101,22 @@ def test_the_dry_run_names_the_tasks(tmp_path, tasks, capsys):
     assert f"evals        toy_choice at the end of each run (every document, tasks from {tasks})" in (
         capsys.readouterr().out
     )
+
+
+@pytest.mark.slow  # Ray's start and a fresh worker importing torch, Lightning and lm-eval: see docs/evals
+def test_a_ray_study_scores_every_run_in_its_worker(tmp_path, tasks, capsys):
+    ray = {"num_cpus": 2, "reuse_actors": True}
+    study = launcher.load(evals_study(tmp_path, tasks, backend="ray", max_concurrent=2, ray=ray))
+    assert launcher.launch(study, probe=PROBE) == 0
+    _, runs = check_launch(study, capsys.readouterr().out)
+    assert all(r.data.tags["ray.pid"] for r in runs.values())  # scored where Ray ran the trial
+
+
+def test_a_run_whose_scoring_fails_is_recorded_as_failed_with_why(tmp_path, tasks, capsys):
+    from tests.sweeps import fake_fit  # trains nothing and writes no weights
+
+    study = launcher.load(evals_study(tmp_path, tasks, repeats=1))
+    assert launcher.launch(study, fit=fake_fit.fit, probe=PROBE) == 4  # no run completed
+    for run in mlflow_runs(study, "trial"):
+        assert run.data.tags["sweep.status"] == "error" and run.info.status == "FAILED"
+        assert run.data.tags["sweep.error"].startswith("evals: RuntimeError: training left no final weights")
