@@ -13,6 +13,7 @@ import json
 import math
 import re
 import tempfile
+import time
 from pathlib import Path
 
 from evals.suites import SUITES, missing_datasets
@@ -40,11 +41,14 @@ def task_metrics(results: dict) -> dict[str, float]:
 
 def log_to_run(tracking_uri: str, run_id: str, metrics: dict[str, float], json_path: Path) -> None:
     """The metrics and the harness's JSON (artifact `eval/results.json`) on an MLflow run."""
+    from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient  # adds to the run without (re)opening it
 
     client = MlflowClient(tracking_uri)
-    for key, value in metrics.items():
-        client.log_metric(run_id, key, value)
+    stamp = int(time.time() * 1000)
+    batch = [Metric(key, value, stamp, 0) for key, value in metrics.items()]
+    for i in range(0, len(batch), 1000):  # one request per 1000 metrics (MLflow's batch limit)
+        client.log_batch(run_id, metrics=batch[i : i + 1000])
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "results.json"
         copy.write_bytes(json_path.read_bytes())

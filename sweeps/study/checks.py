@@ -46,7 +46,13 @@ def _evals(study) -> list[Issue]:
     issues = []
     for i, objective in enumerate(study.objectives):
         parts = metrics_table.eval_parts(objective.metric)
-        if parts is None or parts[0] in tasks:
+        if parts is None:
+            continue
+        if parts[1].split(".")[0].endswith("_stderr"):
+            why = "a score, not the harness's standard error of one"
+            issues.append(Issue(f"objectives[{i}].metric", f"given {objective.metric!r}; allowed: {why}"))
+            continue
+        if parts[0] in tasks:
             continue
         if tasks:
             allowed = f"eval/<task>/<metric> for a task of evals.tasks ({', '.join(tasks)})"
