@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from arch.configtree import ConfigError
 from sweeps.run import launch
@@ -220,3 +221,20 @@ def test_evals_without_lm_eval_installed_names_the_extra(tmp_path, monkeypatch):
         load_study(path)
     needs = "s.yaml: evals: needs lm-eval, which is not installed; allowed: install the extra"
     assert f'{needs} (pip install -e ".[evals]")' in str(err.value)
+
+
+def test_evals_tasks_define_a_study_and_its_batch_size_does_not(tmp_path):
+    text = BASE.replace("kind: mqar, seq_len: 32, vocab: 64, num_kv_pairs: 4", "kind: text, seq_len: 32")
+    plain = load_study(write(tmp_path / "plain.yaml", text)).fingerprint()
+    assert not any(k.startswith("evals") for k in plain)  # studies without evals: resume as before
+    scored = write(tmp_path / "s.yaml", text + "evals: {tasks: [piqa], limit: 100}\n")
+    study = load_study(scored)
+    again = load_study(write(tmp_path / "again.yaml", yaml.safe_dump(study.to_dict())))
+    assert again == study  # --print-config round-trips the section
+    prints = {
+        change: load_study(scored, [change]).fingerprint()
+        for change in ("evals.batch_size=32", "evals.limit=200", "evals.tasks=[piqa, hellaswag]")
+    }
+    assert prints["evals.batch_size=32"] == study.fingerprint()
+    assert prints["evals.limit=200"]["evals.limit"] != study.fingerprint()["evals.limit"]
+    assert prints["evals.tasks=[piqa, hellaswag]"]["evals.tasks"] != study.fingerprint()["evals.tasks"]
