@@ -16,15 +16,11 @@ offline, a task whose dataset is not in the local cache (the message names it an
 from __future__ import annotations
 
 import argparse
-import difflib
-import json
-import math
-import re
 import sys
-import tempfile
 from pathlib import Path
 
-from evals.suites import SUITES, ensure_offline_mode, expand, missing_datasets
+from evals.harness import log_to_run, score, task_manager, task_metrics, task_problems, write_results
+from evals.suites import SUITES, ensure_offline_mode, expand
 from trainers.records import DEFAULT_TRACKING_URI
 from trainers.trained import TrialNotFound, load_trial, trial_tokenizer
 
@@ -55,46 +51,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def metric_name(task: str, key: str) -> str:
-    """lm-eval's `acc,none` of task `piqa` -> `eval/piqa/acc` (MLflow's allowed characters)."""
-    metric, _, filt = key.partition(",")
-    name = f"eval/{task}/{metric}" + ("" if filt in ("", "none") else f".{filt}")
-    return re.sub(r"[^\w\-. /:]", "_", name)
-
-
-def task_metrics(results: dict) -> dict[str, float]:
-    """Every numeric metric of every task and group in lm-eval's results."""
-    out = {}
-    for section in ("results", "groups"):
-        for task, metrics in results.get(section, {}).items():
-            for key, value in metrics.items():
-                if "," in key and isinstance(value, (int, float)) and math.isfinite(value):
-                    out[metric_name(task, key)] = float(value)
-    return out
-
-
-def log_to_run(tracking_uri: str, run_id: str, metrics: dict[str, float], json_path: Path) -> None:
-    from mlflow.tracking import MlflowClient  # adds to the finished run without reopening it
-
-    client = MlflowClient(tracking_uri)
-    for key, value in metrics.items():
-        client.log_metric(run_id, key, value)
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "results.json"
-        copy.write_bytes(json_path.read_bytes())
-        client.log_artifact(run_id, str(copy), artifact_path="eval")
-
-
-def task_manager(cls, include_path: str | None, tasks: list[str]):
-    """lm-eval's TaskManager over `include_path` alone when it holds every task (indexing lm-eval's
-    ~15,000 built-in tasks takes seconds), else over the built-in tasks and `include_path`."""
-    if include_path:
-        local = cls(include_path=include_path, include_defaults=False)
-        if all(t in local.all_tasks for t in tasks):
-            return local
-    return cls(include_path=include_path)
-
-
 def _refuse(message: str) -> int:
     print(f"evals: {message}", file=sys.stderr)
     return 2
@@ -115,45 +71,26 @@ def main(argv=None) -> int:
     except (TrialNotFound, ValueError, OSError) as err:
         return _refuse(f"cannot load {args.target!r}: {err}")
 
-    from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
-    from lm_eval.utils import handle_non_serializable, make_table
+    from lm_eval.utils import make_table
 
     from evals.adapter import SatsweepLM  # imports lm_eval, the optional extra (after the flags)
 
-    manager = task_manager(TaskManager, args.include_path, tasks)
-    unknown = [t for t in tasks if t not in manager.all_tasks]
-    if unknown:
-        hints = {t: difflib.get_close_matches(t, manager.all_tasks, n=3) for t in unknown}
-        lines = "; ".join(f"{t} (close: {', '.join(h) or 'none'})" for t, h in hints.items())
-        return _refuse(f"--tasks: unknown {lines}; allowed: lm-eval task names or {', '.join(SUITES)}")
-    problems = missing_datasets(manager, tasks) if offline else []  # online, datasets downloads them
+    manager = task_manager(args.include_path, tasks)
+    problems = task_problems(manager, tasks, offline)
     if problems:
-        return _refuse("\n".join(problems))
+        return _refuse("\n".join(f"--tasks: {p}" if p.startswith("unknown") else p for p in problems))
 
     lm = SatsweepLM.from_model(
         model, tokenizer, batch_size=args.batch_size, device=args.device, seed=args.seed, run_id=run_id
     )
-    results = simple_evaluate(
-        model=lm,
-        tasks=tasks,
-        task_manager=manager,
-        limit=args.limit,
-        num_fewshot=args.num_fewshot,
-        log_samples=args.log_samples,
-        random_seed=args.seed,
-        numpy_random_seed=args.seed,
-        torch_random_seed=args.seed,
-        fewshot_random_seed=args.seed,
-    )
+    results = score(lm, manager, tasks, args.limit, args.num_fewshot, args.log_samples, args.seed)
     print(make_table(results))
     if results.get("groups"):
         print(make_table(results, "groups"))
     name = run_id or Path(args.target).stem
     out = Path(args.json) if args.json else Path("results") / "evals" / f"{name}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
     results["satsweep"] = {"target": args.target, "run_id": run_id, "tasks": tasks, "limit": args.limit}
-    out.write_text(json.dumps(results, indent=2, default=handle_non_serializable))
+    write_results(results, out)
     print(f"results in {out}")
     if run_id is not None:
         metrics = task_metrics(results)

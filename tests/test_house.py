@@ -14,9 +14,10 @@ PACKAGES = ("arch", "trainers", "sweeps", "gates", "evals", "bench")
 ALLOWED = {
     "arch": {"arch"},
     "trainers": {"arch", "trainers"},
-    "sweeps.study": {"arch", "trainers", "sweeps.study"},
+    "evals": {"arch", "trainers", "evals"},  # scores a trained trial: beside trainers, below sweeps
+    "sweeps.study": {"arch", "trainers", "evals", "sweeps.study"},
     "sweeps.report": {"arch", "trainers", "sweeps.study", "sweeps.report"},
-    "sweeps.run": {"arch", "trainers", "sweeps", "sweeps.study", "sweeps.report", "sweeps.run"},
+    "sweeps.run": {"arch", "trainers", "evals", "sweeps", "sweeps.study", "sweeps.report", "sweeps.run"},
     "sweeps": {"arch", "trainers", "sweeps", "sweeps.study", "sweeps.report", "sweeps.run"},
 }
 

@@ -23,7 +23,8 @@ Fields of a record:
   `absolute` (as a difference with its interval).
 - `objective`: a study may name it as an objective or as the scheduler's metric.
 - `source`: `trial` (`trainers.fit` returns it), `data_parallel` (returned by data-parallel runs
-  only) or `probe` (the sweep's cost probe adds it, `sweeps.run.probe`).
+  only), `probe` (the sweep's cost probe adds it, `sweeps.run.probe`) or `eval` (the
+  lm-evaluation-harness on the final weights, a study's `evals:` section; `eval_metric`).
 - `needs_data`: the `trial.data.kind` (or kinds) it needs (None: any).
 """
 
@@ -39,7 +40,7 @@ STATISTICS = ("mean", "median")
 WORKERS = ("global", "max", "min", "sum", "mean", "same", "rank0")
 ALL_REDUCED = ("max", "min", "sum", "mean")  # what trainers.distributed reduces at the end
 SHOWN = ("relative", "absolute")
-SOURCES = ("trial", "data_parallel", "probe")
+SOURCES = ("trial", "data_parallel", "probe", "eval")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +146,7 @@ DEFAULT_OBJECTIVES = ("val_loss", TOKENS_PER_S, "peak_mem_mb")
 
 def get(name: str) -> Metric | None:
     """The record of `name` (None for a name the table does not hold: a test's made-up metric)."""
-    return TABLE.get(name)
+    return TABLE.get(name) or eval_metric(name)
 
 
 def names(**where) -> tuple[str, ...]:
@@ -213,3 +214,24 @@ def worker_reductions(keys: Iterable[str]) -> dict[str, list[str]]:
         if m is not None and m.workers in ALL_REDUCED:
             out.setdefault(m.workers, []).append(key)
     return out
+
+
+# --- lm-eval task metrics: a family of names, not entries ----------------------------------------
+# `eval/<task>/<metric>` (`.<filter>` appended for an lm-eval filter other than `none`; the name
+# `evals.harness.metric_name` writes): scored by the harness on a trial's final weights when its
+# study has an `evals:` section. Their direction is lm-eval's to say per task, so a study states it.
+EVAL_PREFIX = "eval/"
+
+
+def eval_parts(name: str) -> tuple[str, str] | None:
+    """(task, metric) of an `eval/<task>/<metric>` name; None for any other name."""
+    parts = name.split("/") if name.startswith(EVAL_PREFIX) else []
+    return (parts[1], parts[2]) if len(parts) == 3 and parts[1] and parts[2] else None
+
+
+def eval_metric(name: str) -> Metric | None:
+    """The record of an lm-eval task metric: seed-varying (a paired verdict like val_loss), scored
+    once on rank 0's final weights, no direction of its own. None for any other name."""
+    if eval_parts(name) is None:
+        return None
+    return Metric(name, "lm-eval score", None, "seed", "rank0", source="eval")

@@ -24,6 +24,11 @@ def axis_title(metric: str, direction: str) -> str:
     return f"{metric} ({record.unit}, {direction})" if record is not None else f"{metric} ({direction})"
 
 
+def file_part(metric: str) -> str:
+    """A metric's name inside a file name: lm-eval's `eval/<task>/<metric>` holds slashes."""
+    return metric.replace("/", "_")
+
+
 def row_name(row: Mapping) -> str:
     """A row's short name (`sweeps.study.space.point_name` of its params)."""
     return space.point_name(row["params"])
@@ -219,7 +224,7 @@ def _plots(result: Mapping, folder: Path) -> list[Path]:
         ax.set_ylabel(axis_title(y, objectives[k]["direction"]))
         ax.set_title(f"{x} vs {y}: bars 95% CI; marker = {x} verdict; (p_front)", fontsize=9)
         fig.tight_layout()
-        path = folder / f"front_{x}_vs_{y}.png"
+        path = folder / f"front_{file_part(x)}_vs_{file_part(y)}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
         out.append(path)

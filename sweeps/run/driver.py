@@ -11,9 +11,11 @@ driver.end(run, outcome)          # the probe's tokens_per_s joins the trial's m
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from sweeps.run import resume
+from sweeps.run.eval_checks import include_path
 from sweeps.run.plan import INTERRUPTED, Plan, RunSpec
 from sweeps.run.progress import Progress
 from sweeps.run.tracking import Tracker
@@ -30,6 +32,8 @@ class Driver:
         self.run_ids: dict[int, str] = {}
         self.began: dict[int, float] = {}
         self.folders: dict[int, object] = {}  # run number -> its checkpoint folder (or None)
+        evals = plan.study.evals  # its task folder absolute: a Ray trial has its own working directory
+        self.evals = evals and dataclasses.replace(evals, include_path=include_path(evals))
 
     def begin(self, run: RunSpec) -> TrialTask:
         config = self.plan.trial_config(run)
@@ -67,6 +71,7 @@ class Driver:
             worker_gpus=self.plan.study.resources.gpus,
             system_metrics=self.plan.study.output.system_metrics,
             checkpoint_dir=str(folder) if folder is not None else None,
+            evals=self.evals,
         )
 
     def end(self, run: RunSpec, outcome: Outcome) -> list[float] | None:

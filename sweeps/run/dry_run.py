@@ -14,6 +14,7 @@ from sweeps.run.probe import TRIAL_THREADS_SAMPLES_PER_ROUND
 from sweeps.run.progress import duration
 from sweeps.study import Study
 from sweeps.study.architecture import arch_key, architecture
+from sweeps.study.checks import eval_tasks
 from sweeps.study.ladder import over_one_epoch, targets
 from trainers.metrics import is_exact
 
@@ -45,6 +46,7 @@ def plan_text(study: Study) -> str:
         *_verdicts_lines(study),
         _budget_text(study),
         _scheduler_text(study),
+        *_evals_lines(study),
         f"backend      {backend.describe(study)}",
         f"resources    {_resources_text(study.resources)}; {backend.concurrency(study)} at a time",
         f"mlflow       {study.mlflow_uri()} experiment {study.experiment_name!r}; system metrics "
@@ -59,6 +61,16 @@ def plan_text(study: Study) -> str:
             budget = f"  ({study.trial_config(point).train.tokens} tokens)" if varies else ""
             lines.append(f"  point {i:3d}  " + ", ".join(f"{k}={v}" for k, v in point.items()) + budget)
     return "\n".join(lines)
+
+
+def _evals_lines(study: Study) -> list[str]:
+    """The lm-eval tasks each run's final weights are scored on (none without evals:)."""
+    evals = study.evals
+    if evals is None:
+        return []
+    limit = f"{evals.limit} document(s) a task" if evals.limit else "every document"
+    where = f", tasks from {evals.include_path}" if evals.include_path else ""
+    return [f"evals        {', '.join(eval_tasks(study))} at the end of each run ({limit}{where})"]
 
 
 def _verdicts_lines(study: Study) -> list[str]:

@@ -35,6 +35,7 @@ from sweeps.report.scaling.of_study import report_ladder
 from sweeps.run import backends
 from sweeps.run.driver import Driver
 from sweeps.run.dry_run import plan_text
+from sweeps.run.eval_checks import eval_issues
 from sweeps.run.plan import Plan
 from sweeps.run.probe import Probe
 from sweeps.run.progress import Progress
@@ -60,10 +61,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def load(path, overrides=()) -> Study:
-    """The study (`sweeps.study.load_study`) and what its backend and this machine refuse: every
-    problem a launch can know before it starts anything, as one ConfigError naming the file."""
+    """The study (`sweeps.study.load_study`) and what its backend, this machine and lm-eval refuse:
+    every problem a launch can know before it starts anything, as one ConfigError naming the file."""
     study = load_study(path, overrides)
-    issues = backends.study_issues(study)
+    issues = backends.study_issues(study) + eval_issues(study)
     if issues:
         raise ConfigError(issues, str(path))
     return study

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sweeps.study.sections import EvalsConfig
 from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
 from trainers.records import CHECKPOINT_FOLDER, CHECKPOINT_NAME
@@ -47,6 +48,7 @@ class TrialTask:
     worker_gpus: float = 0.0
     system_metrics: str = "off"  # output.system_metrics: auto | on | off (`system_metrics_wanted`)
     checkpoint_dir: str | None = None  # the run's resumable checkpoints (sweeps.run.resume; None: none)
+    evals: EvalsConfig | None = None  # lm-eval tasks scored on the final weights (include_path absolute)
 
     @property
     def workers(self) -> int:
@@ -181,7 +183,8 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
             setattr(logger, name, clock.timed(getattr(logger, name)))
         report = clock.timed(report) if report is not None else None
     callbacks = [report_callback(report)] if report is not None else []
-    folder = tempfile.TemporaryDirectory(prefix="satsweep-ckpt-") if task.keep_checkpoint else None
+    weights = task.keep_checkpoint or task.evals is not None  # the harness scores the final weights' file
+    folder = tempfile.TemporaryDirectory(prefix="satsweep-ckpt-") if weights else None
     checkpoint = Path(folder.name) / CHECKPOINT_NAME if folder else None
     watchdog = Watchdog(task.timeout_s)
     monitor = system_metrics(task)
@@ -204,11 +207,16 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
             metrics["fit_s"] = time.perf_counter() - fit_start
             if config.train.workers == 1:
                 metrics["logging_s"] = clock.seconds
-        if checkpoint is not None and checkpoint.is_file():  # for `python -m gates <run id>`
+        if task.keep_checkpoint and checkpoint.is_file():  # for `python -m gates <run id>`
             logger.experiment.log_artifact(task.run_id, str(checkpoint), artifact_path=CHECKPOINT_FOLDER)
         bad = [k for k, v in metrics.items() if k.endswith("loss") and not math.isfinite(v)]
         if bad:
             return Outcome("diverged", metrics, f"{bad[0]} is {metrics[bad[0]]}", time.time() - start)
+        if task.evals is not None:  # after the watchdog: trial_timeout_s limits the training
+            try:
+                metrics.update(score_final_weights(task, checkpoint))
+            except Exception as err:  # a trained run whose scores are missing: failed, with why
+                return Outcome("error", metrics, f"evals: {_describe(err)}", time.time() - start)
         return Outcome("ok", metrics, "", time.time() - start)
     except Exception as err:  # the study goes on; the driver records why this trial failed
         if watchdog.fired:  # TrialTimeout, or what it turned into on its way out of Lightning
@@ -220,6 +228,29 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
             monitor.finish()
         if folder is not None:
             folder.cleanup()
+
+
+def score_final_weights(task: TrialTask, checkpoint: Path) -> dict[str, float]:
+    """The study's lm-eval tasks on the run's final weights, on the trial's device (a GPU when it
+    asked for one and has CUDA), logged to its child run; `eval/<task>/<metric>` -> value."""
+    if not checkpoint.is_file():
+        raise RuntimeError(f"training left no final weights at {checkpoint}")
+    from evals.in_trial import score_trial  # lm-eval: the optional extra, only a study with evals: needs it
+
+    start = time.perf_counter()
+    evals = task.evals
+    metrics = score_trial(
+        checkpoint,
+        evals.tasks,
+        limit=evals.limit,
+        include_path=evals.include_path,
+        batch_size=evals.batch_size,
+        device="cuda" if task.worker_gpus > 0 and cuda_available() else "cpu",
+        data_root=task.data_root,
+        run_id=task.run_id,
+        tracking_uri=task.tracking_uri,
+    )
+    return {**metrics, "evals_s": time.perf_counter() - start}
 
 
 def classify(err: BaseException) -> str:

@@ -8,6 +8,7 @@ import math
 import re
 
 from arch.configtree import ConfigError, Issue, join
+from evals.suites import expand
 from sweeps.study.downstream import downstream_issues
 from sweeps.study.paths import KeyPaths
 from sweeps.study.rungs import RUNG, without_rung
@@ -30,7 +31,35 @@ def study_issues(study) -> list[Issue]:
                 "would only add noise)",
             )
         )
+    issues += _evals(study)
     return issues + _repeats(study) + _scaling(study, metrics) + _margins(study, metrics)
+
+
+def eval_tasks(study) -> list[str]:
+    """The lm-eval tasks a study scores (its `evals.tasks`, suites expanded); [] without evals:."""
+    return expand(study.evals.tasks) if study.evals is not None else []
+
+
+def _evals(study) -> list[Issue]:
+    """An objective `eval/<task>/<metric>` names a task the study scores (`evals.tasks`)."""
+    tasks = eval_tasks(study)
+    issues = []
+    for i, objective in enumerate(study.objectives):
+        parts = metrics_table.eval_parts(objective.metric)
+        if parts is None:
+            continue
+        if parts[1].split(".")[0].endswith("_stderr"):
+            why = "a score, not the harness's standard error of one"
+            issues.append(Issue(f"objectives[{i}].metric", f"given {objective.metric!r}; allowed: {why}"))
+            continue
+        if parts[0] in tasks:
+            continue
+        if tasks:
+            allowed = f"eval/<task>/<metric> for a task of evals.tasks ({', '.join(tasks)})"
+        else:
+            allowed = "an lm-eval metric only with an evals: section that scores its task"
+        issues.append(Issue(f"objectives[{i}].metric", f"given {objective.metric!r}; allowed: {allowed}"))
+    return issues
 
 
 def _name_and_objectives(study, metrics: list[str]) -> list[Issue]:
@@ -143,6 +172,7 @@ def validate_points(study) -> list[Issue]:
     for i, objective in enumerate(study.objectives):
         if problem := metrics_table.data_issue(objective.metric, base.data.kind):
             issues.append(Issue(f"objectives[{i}].metric", problem))
+    issues.extend(_evals_data(study, points))
     issues.extend(_per_token_across_tokenizers(study, points))
     if study.scheduler.kind == "asha":
         grace, smallest = study.scheduler.grace_tokens, min(study.budgets)
@@ -167,6 +197,18 @@ def validate_points(study) -> list[Issue]:
     if not issues:
         issues.extend(_check_paths(study))
     return issues + downstream_issues(study)
+
+
+def _evals_data(study, points) -> list[Issue]:
+    """lm-eval reads text: every point's data must have a text tokenizer (not MQAR)."""
+    if study.evals is None:
+        return []
+    configs = [study.base, *(c for c in map(study._resolved_config, points) if c is not None)]
+    kinds = sorted({c.data.kind for c in configs} - {"text", "tokens"})
+    if not kinds:
+        return []
+    why = f"lm-eval scores text; given trial.data.kind {', '.join(kinds)}; allowed: text or tokens"
+    return [Issue("evals", why)]
 
 
 PER_TOKEN = ("val_loss", "val_ppl", "train_loss")  # per token: a byte and a BPE model's differ in kind
@@ -215,9 +257,11 @@ def _check_names(study) -> list[Issue]:
     issues = [
         issue
         for i, objective in enumerate(study.objectives)
+        if metrics_table.eval_parts(objective.metric) is None  # lm-eval's: checked against evals.tasks
         for issue in names.check(objective.metric, f"objectives[{i}].metric", kinds=("metric",))
     ]
-    issues += names.check(study.scheduler.metric, "scheduler.metric", kinds=("metric",))
+    if metrics_table.eval_parts(study.scheduler.metric) is None:  # lm-eval's: refused by _asha
+        issues += names.check(study.scheduler.metric, "scheduler.metric", kinds=("metric",))
     for key in study.reference or {}:
         issues += names.check(key, f"reference.{key}", kinds=("param",))
     return issues

@@ -7,6 +7,7 @@
     sampler: {kind: grid | random | tpe | nsga2 | gp, seed}
     objectives: [{metric: val_loss, direction: minimize}, ...]
     n_trials, repeats, max_concurrent, scheduler, resources, probe, backend, ray, output
+    evals: {tasks: [...], limit, include_path, batch_size, every: end}   # lm-eval on final weights
     verdicts: {level: 0.95, family: holm | none, spending: obrien_fleming | pocock}
     margins: {val_loss: 0.01}        # per objective: within +-margin of the reference is `equivalent`
     hypervolume: {val_loss: [2.0, 4.0], ...}   # per objective [best, worst]: the hypervolume history
@@ -33,6 +34,7 @@ from sweeps.study.fingerprint import fingerprint
 from sweeps.study.paths import KeyPaths
 from sweeps.study.rungs import RUNG, ladder_rungs
 from sweeps.study.sections import (
+    EvalsConfig,
     Objective,
     OutputConfig,
     ProbeConfig,
@@ -82,6 +84,9 @@ class Study:
     scheduler: SchedulerConfig = SchedulerConfig()
     resources: ResourcesConfig = ResourcesConfig()
     probe: ProbeConfig = ProbeConfig()
+    # lm-evaluation-harness tasks scored on each run's final weights (None: none); their metrics
+    # `eval/<task>/<metric>` may be objectives.
+    evals: EvalsConfig | None = None
     backend: str = "ray"  # a name of sweeps.run.backends.BACKENDS
     ray: RayConfig = RayConfig()
     output: OutputConfig = OutputConfig()

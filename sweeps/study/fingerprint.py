@@ -31,11 +31,11 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, str]:
 
 def fingerprint(study) -> dict[str, str]:
     """What defines this study's results, flattened to key paths -> JSON values: the resolved
-    base trial, the space, sampler, objectives, counts, scheduler, reference, probe and the
-    hypervolume history's bounds.
+    base trial, the space, sampler, objectives, counts, scheduler, reference, probe, the
+    hypervolume history's bounds and the lm-eval tasks scored (`evals:`, but its batch size).
     Not in it (changing them changes no result): max_concurrent, resources (but its workers,
-    in the trial: they change the memory of a worker), probe.max_models, backend, ray, output,
-    name and description."""
+    in the trial: they change the memory of a worker), probe.max_models, evals.batch_size,
+    backend, ray, output, name and description."""
     trial = study.base.to_dict()
     if trial["train"]["workers"] == 1:  # the default: older studies' fingerprints stay as they were
         del trial["train"]["workers"]
@@ -50,6 +50,11 @@ def fingerprint(study) -> dict[str, str]:
         "reference": study.reference,
         "probe": {k: v for k, v in dump(study.probe).items() if k != "max_models"},  # grouping only
         **({"hypervolume": study.hypervolume} if study.hypervolume is not None else {}),  # its scale
+        **(
+            {"evals": {k: v for k, v in dump(study.evals).items() if k != "batch_size"}}
+            if study.evals
+            else {}
+        ),
     }
     space = {f"space.{name}": json.dumps(dump(p), sort_keys=True) for name, p in study.space.items()}
     flat = _flatten(parts)

@@ -1,10 +1,12 @@
 """The typed sections of a study file (sampler, objectives, scheduler, resources, probe, verdicts,
-ray, output), each parsed and checked by arch.configtree."""
+evals, ray, output), each parsed and checked by arch.configtree."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 from arch.configtree import Issue, choices, join
@@ -42,10 +44,21 @@ class Objective:
 
     @classmethod
     def prepare(cls, data: Mapping, path: str, issues: list[Issue]) -> dict:
-        """Without `direction`, the metric's own (trainers.metrics)."""
+        """Without `direction`, the metric's own (trainers.metrics); an lm-eval task metric has
+        none of its own, so the study states it."""
         metric = data.get("metric", cls.metric)
         record = metrics_table.get(metric) if isinstance(metric, str) else None
-        if "direction" in data or record is None or record.direction is None:
+        if "direction" in data or record is None:
+            return dict(data)
+        if record.direction is None and record.source == "eval":
+            why = "an lm-eval metric's direction is the study's to state (e.g. maximize for acc)"
+            issues.append(
+                Issue(
+                    join(path, "direction"), f"missing for {metric!r}; allowed: minimize or maximize ({why})"
+                )
+            )
+            return None
+        if record.direction is None:
             return dict(data)
         return {**data, "direction": record.direction}
 
@@ -103,6 +116,51 @@ class VerdictsConfig:
     level: float = bounded(0.95, ge=0.5, lt=1)
     family: Literal["holm", "none"] = "holm"
     spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
+
+
+EVALS_EXTRA = 'pip install -e ".[evals]"'  # the optional extra that brings lm-eval
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalsConfig:
+    """lm-evaluation-harness tasks scored on each trial's final weights, in the trial's worker and
+    on its device (sweeps.run.worker -> evals.in_trial); every task metric is logged to the child
+    run as `eval/<task>/<metric>` and may be an objective. What needs lm-eval itself (task names,
+    datasets offline, each objective's direction) is checked at launch (sweeps.run.eval_checks)."""
+
+    tasks: list[str] = dataclasses.field(default_factory=list)  # lm-eval task names or suites (evals.suites)
+    limit: int | None = bounded(None, ge=1)  # documents per task (None: every document)
+    include_path: str | None = (
+        None  # a folder of task YAMLs (local data), as `python -m evals --include-path`
+    )
+    batch_size: int = bounded(8, ge=1)
+    every: Literal["end"] = "end"  # when: on the final weights (the one time there is today)
+
+    def check(self, path: str) -> list[Issue]:
+        issues = []
+        if not self.tasks or not all(isinstance(t, str) and t.strip() for t in self.tasks):
+            issues.append(
+                Issue(join(path, "tasks"), f"given {self.tasks!r}; allowed: lm-eval task names or suites")
+            )
+        if len(set(self.tasks)) != len(self.tasks):
+            issues.append(Issue(join(path, "tasks"), f"given {self.tasks!r}; each task at most once"))
+        if self.include_path is not None and not Path(self.include_path).is_dir():
+            why = f"no such folder {str(Path(self.include_path).absolute())!r}"
+            issues.append(
+                Issue(
+                    join(path, "include_path"),
+                    f"given {self.include_path!r}; {why}; allowed: a folder of task YAMLs",
+                )
+            )
+        if importlib.util.find_spec("lm_eval") is None:
+            issues.append(
+                Issue(
+                    path,
+                    f"needs lm-eval, which is not installed; allowed: install the extra "
+                    f"({EVALS_EXTRA}) or remove evals:",
+                )
+            )
+        return issues
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,7 +3,6 @@ written by the test (a 4-way multiple choice and a generation), scored from the 
 from an MLflow run; the harness's per-document loglikelihoods against the model's own forward."""
 
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -12,75 +11,21 @@ import torch
 pytest.importorskip("lm_eval")
 
 from evals.cli import main  # noqa: E402
+from tests.evals.toy import ITEMS, NAMES, toy_trial, write_corpus  # noqa: E402
 from trainers.fit import fit  # noqa: E402
 from trainers.records import CHECKPOINT_FOLDER  # noqa: E402
 from trainers.trained import load_trial  # noqa: E402
-
-NAMES = ["zor", "kip", "mav", "tul", "bex", "dru", "fen", "gol"]
-ITEMS = ["red", "blue", "gold", "green"]
-FACTS = {name: ITEMS[i % len(ITEMS)] for i, name in enumerate(NAMES)}
-
-CHOICE_YAML = """task: toy_choice
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {folder}/toy.jsonl
-output_type: multiple_choice
-test_split: test
-doc_to_text: "{{{{name}}}} has"
-doc_to_choice: {items}
-doc_to_target: answer
-metric_list:
-  - metric: acc
-"""
-RECALL_YAML = """task: toy_recall
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {folder}/toy.jsonl
-output_type: generate_until
-test_split: test
-doc_to_text: "{{{{name}}}} has"
-doc_to_target: item
-generation_kwargs:
-  until: ["."]
-  max_gen_toks: 8
-metric_list:
-  - metric: exact_match
-    regexes_to_ignore: [" "]
-"""
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A 2-layer SATFormer trained for 100k byte tokens on "<name> has <item>." lines."""
     root = tmp_path_factory.mktemp("toy")
-    corpus = root / "corpus"
-    corpus.mkdir()
-    lines = [f"{name} has {item}.\n" for name, item in FACTS.items() for _ in range(400)]
-    random.Random(0).shuffle(lines)
-    (corpus / "facts.txt").write_text("".join(lines))
-    cfg = {
-        "seed": 0,
-        "model": {"vocab_size": 256, "d_model": 64, "n_layers": 2, "n_heads": 2, "d_ff": 128,
-                  "max_seq_len": 64, "residual": {"kind": "value_residual", "mode": "gated"}},
-        "data": {"kind": "text", "corpus": "folder", "path": str(corpus), "tokenizer": "byte", "seq_len": 64},
-        "train": {"tokens": 100_000, "batch_size": 16, "lr": 1e-2, "eval_every": 10_000, "eval_batches": 1,
-                  "log_every": 10_000, "num_threads": 1},
-    }  # fmt: skip
+    corpus = write_corpus(root / "corpus")
+    cfg = toy_trial(corpus)
     checkpoint = root / "final.ckpt"
     fit(cfg, data_root=root / "cache", checkpoint_path=checkpoint)
     return checkpoint
-
-
-@pytest.fixture(scope="module")
-def tasks(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tasks")
-    docs = [{"name": n, "item": i, "answer": ITEMS.index(i)} for n, i in FACTS.items()]
-    (folder / "toy.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
-    (folder / "toy_choice.yaml").write_text(CHOICE_YAML.format(folder=folder, items=json.dumps(ITEMS)))
-    (folder / "toy_recall.yaml").write_text(RECALL_YAML.format(folder=folder))
-    return folder
 
 
 def own_logprob(model, context: str, continuation: str) -> float:

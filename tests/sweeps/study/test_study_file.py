@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from arch.configtree import ConfigError
 from sweeps.run import launch
@@ -205,3 +206,35 @@ def test_keys_added_later_leave_fingerprints_at_their_defaults_alone(tmp_path, r
     sets = [f"trial.model.residual={residual}", f"trial.model.residual.{key}={other}", *extra]
     changed = load_study(write(tmp_path / "s.yaml", text), sets)
     assert f"trial.model.residual.{key}" in changed.fingerprint()
+
+
+def test_evals_without_lm_eval_installed_names_the_extra(tmp_path, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "lm_eval" else find_spec(n, *a)
+    )
+    text = BASE.replace("kind: mqar, seq_len: 32, vocab: 64, num_kv_pairs: 4", "kind: text, seq_len: 32")
+    path = write(tmp_path / "s.yaml", text + "evals: {tasks: [piqa]}\n")
+    with pytest.raises(ConfigError) as err:
+        load_study(path)
+    needs = "s.yaml: evals: needs lm-eval, which is not installed; allowed: install the extra"
+    assert f'{needs} (pip install -e ".[evals]")' in str(err.value)
+
+
+def test_evals_tasks_define_a_study_and_its_batch_size_does_not(tmp_path):
+    text = BASE.replace("kind: mqar, seq_len: 32, vocab: 64, num_kv_pairs: 4", "kind: text, seq_len: 32")
+    plain = load_study(write(tmp_path / "plain.yaml", text)).fingerprint()
+    assert not any(k.startswith("evals") for k in plain)  # studies without evals: resume as before
+    scored = write(tmp_path / "s.yaml", text + "evals: {tasks: [piqa], limit: 100}\n")
+    study = load_study(scored)
+    again = load_study(write(tmp_path / "again.yaml", yaml.safe_dump(study.to_dict())))
+    assert again == study  # --print-config round-trips the section
+    prints = {
+        change: load_study(scored, [change]).fingerprint()
+        for change in ("evals.batch_size=32", "evals.limit=200", "evals.tasks=[piqa, hellaswag]")
+    }
+    assert prints["evals.batch_size=32"] == study.fingerprint()
+    assert prints["evals.limit=200"]["evals.limit"] != study.fingerprint()["evals.limit"]
+    assert prints["evals.tasks=[piqa, hellaswag]"]["evals.tasks"] != study.fingerprint()["evals.tasks"]
