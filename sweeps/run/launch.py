@@ -20,6 +20,7 @@ import fcntl
 import functools
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +40,7 @@ from sweeps.run.eval_checks import eval_issues
 from sweeps.run.plan import Plan
 from sweeps.run.probe import Probe
 from sweeps.run.progress import Progress
-from sweeps.run.tracking import Tracker, ui_hint, ui_links
+from sweeps.run.tracking import Tracker, open_store, ui_hint, ui_links
 from sweeps.study import Study, load_study
 from sweeps.study.load import save_resolved
 
@@ -119,7 +120,16 @@ def launch(study: Study, fit: Callable | None = None, stream=None, probe=None) -
     # loading the study), starting or joining the backend, the probe (probe_s), the fronts' report.
     costs = {"start_s": time.time() - psutil.Process().create_time()}
     connect = time.time()
-    cluster = backend.connect(study)  # checks the cluster's resources before creating anything
+    # MLflow's store opens (~2 s: imports, a new database's tables) while Ray starts, where the
+    # machine was checked at load; a cluster's resources are checked before anything is created.
+    store = threading.Thread(target=open_store, args=(study.mlflow_uri(),), daemon=True)
+    if backend.checks_machine(study):
+        store.start()
+    try:
+        cluster = backend.connect(study)
+    finally:
+        if store.is_alive():
+            store.join()  # one store set-up at a time (the tracker's comes next)
     costs["connect_s"] = time.time() - connect
     try:
         with LaunchLock(study.results_dir()):

@@ -59,6 +59,13 @@ def client(uri: str):
     return MlflowClient(tracking_uri=uri)
 
 
+def open_store(uri: str) -> None:
+    """Opens MLflow's store at `uri` once (its imports, a new database's tables), so that the next
+    client of this process finds it ready; errors are left to that client to raise."""
+    with contextlib.suppress(Exception):
+        client(uri).search_experiments(max_results=1)
+
+
 def git_commit() -> str:
     here = Path(__file__).resolve().parent
     try:

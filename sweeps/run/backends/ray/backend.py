@@ -68,10 +68,17 @@ class RayBackend(Backend):
             kwargs.update(num_cpus=study.ray.num_cpus, num_gpus=study.ray.num_gpus)
             if study.ray.temp_dir:
                 kwargs["_temp_dir"] = str(Path(study.ray.temp_dir).absolute())
+            # Workers import the project from this checkout. The Ray started here inherits this
+            # process's environment, so PYTHONPATH is set here rather than as a runtime_env: a job
+            # runtime_env sends every worker start through Ray's runtime-env agent, ~3 s for the
+            # first task and the first trial each (docs/bench/launch_costs.md).
             root = str(Path(sweeps.__file__).resolve().parents[1])  # the checkout holding the project
-            kwargs["runtime_env"] = {
-                "env_vars": {"PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-            }
+            paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if root not in paths:
+                os.environ["PYTHONPATH"] = os.pathsep.join([root, *filter(None, paths)])
+            # Ray prestarts one idle worker a CPU for the first driver; trials run in Tune's actors,
+            # which start their own, so those idle workers only took CPU from Ray's start.
+            kwargs["_system_config"] = {"prestart_worker_first_driver": False}
         else:
             kwargs["address"] = study.ray.address
         if not ray.is_initialized():
@@ -94,9 +101,13 @@ class RayBackend(Backend):
         ray.shutdown()
 
     def run_task(self, study, fn, *args):
-        """`fn(*args)` as a Ray task with one trial's resources (the cost probe: on a trial's device)."""
+        """`fn(*args)` where a trial would run (the cost probe: on a trial's device): a Ray task with
+        one trial's resources on a cluster; here, in this process, for CPU trials of a Ray started
+        here (the same machine and CPUs; a task would first start a worker and import torch)."""
         import ray
 
+        if study.ray.address is None and not study.resources.gpus:
+            return fn(*args)
         remote = ray.remote(num_cpus=study.resources.cpus, num_gpus=study.resources.gpus)(fn)
         return ray.get(remote.remote(*args))
 
