@@ -21,7 +21,7 @@ from sweeps.report.fronts import compute, is_reference
 from sweeps.report.outputs import conclusions_text, row_name, table_text, write_files
 from sweeps.report.stats import median_interval
 from sweeps.report.verdicts import rule_for
-from sweeps.study.reference import reference_points
+from sweeps.study.reference import matched_points, reference_points
 from trainers import metrics as metrics_table
 from trainers.machine import describe
 
@@ -41,7 +41,8 @@ def fronts_for(study, trials, replicates: int = REPLICATES) -> dict:
     timed = {m for samples in rounds.values() for m in samples}
     robust = metrics_table.robust(timed)
     references = reference_points(study, complete)
-    result = compute(complete, objectives, references, rounds, replicates, robust, rule_for(study))
+    matched = matched_points(study, complete)
+    result = compute(complete, objectives, references, rounds, replicates, robust, rule_for(study), matched)
     result["robust"] = sorted(robust)
     result["ladder"] = bool(study.rungs)
     result["machines"] = machines(entries)
@@ -124,6 +125,8 @@ def _tag_children(tracker, trials, result: Mapping) -> None:
             else:
                 tags.update({f"verdict.{metric}": word for metric, word in row["verdict"].items()})
                 tags["verdict"] = ", ".join(f"{m}: {w}" for m, w in row["verdict"].items())
+                for metric, word in row.get("matched_verdict", {}).items():  # reference.match
+                    tags[f"matched_verdict.{metric}"] = word
                 for metric, diff in row["diff"].items():  # what an open comparison could have seen
                     if "detectable" in diff:
                         tags[f"detectable.{metric}"] = f"{diff['detectable']:.4g}"

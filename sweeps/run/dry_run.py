@@ -15,7 +15,8 @@ from sweeps.run.progress import duration
 from sweeps.study import Study
 from sweeps.study.architecture import arch_key, architecture
 from sweeps.study.ladder import over_one_epoch, targets
-from trainers.metrics import is_exact
+from sweeps.study.reference import TOLERANCE, multiple_of
+from trainers.metrics import is_exact, is_timed
 
 
 def _resources_text(resources) -> str:
@@ -52,7 +53,7 @@ def plan_text(study: Study) -> str:
         f"optuna       {study.storage_url()} study {study.name!r}",
         f"results      {study.results_dir()}",
     ]
-    lines += ladder_lines(study)
+    lines += ladder_lines(study) + matched_lines(study)
     varies = len(set(study.budgets)) > 1
     if study.sampler.kind == "grid":
         for i, point in enumerate(study.planned_points()):
@@ -64,7 +65,9 @@ def plan_text(study: Study) -> str:
 def _verdicts_lines(study: Study) -> list[str]:
     """The verdicts' rule and each planned look's boundary (sweeps.report.verdicts)."""
     tested = [o for o in study.objectives if not is_exact(o.metric)]  # exact: no test
-    family = max(study.n_points() - 1, 0) * len(tested)
+    widened = [m for m in study.matches if m.label is not None]  # reference.match: its own baselines
+    family = max(study.n_points() - 1 - len({m.label for m in widened}), 0) * len(tested)
+    family += len(widened) * len([o for o in tested if not is_timed(o.metric)])  # timed: not paired
     first, *looks = looks_text(rule_for(study), family)
     return [f"verdicts     {first}", *(f"           {line}" for line in looks)]
 
@@ -213,4 +216,27 @@ def ladder_lines(study) -> list[str]:
         f"{t.name} ({t.params:.3g} params, {t.tokens:.3g} tokens)" for t in targets(study.scaling)
     )
     lines.append(f"  targets: {shown}")
+    return lines
+
+
+def matched_lines(study: Study) -> list[str]:
+    """`reference.match`: each design's matched baseline, its shape and its parameter and FLOP gaps
+    to the design (sweeps.study.reference)."""
+    if study.reference_match is None:
+        return []
+    match = study.reference_match.match
+    what = "non-embedding parameters" if match == "params" else "training FLOPs per token"
+    lines = [
+        f"matched      reference.match {match}: each design also against a baseline within "
+        f"{TOLERANCE:.0%} of its {what}"
+        f" (d_ff, then d_model, in multiples of {multiple_of(study)})",
+        f"  {'design':24s}  {'params':>9s}  {'FLOPs/token':>11s}  baseline (d_model, d_ff)"
+        f"  {'params gap':>10s}  {'FLOPs gap':>9s}",
+    ]
+    for m in study.matches:
+        which = f"{m.label} ({m.d_model}, {m.d_ff})" if m.label else f"the plain one ({m.d_model}, {m.d_ff})"
+        lines.append(
+            f"  {m.name[:24]:24s}  {m.design_params:9d}  {m.design_flops:11.4g}  {which:24s}"
+            f"  {m.gap('params'):+10.2%}  {m.gap('flops'):+9.2%}"
+        )
     return lines

@@ -224,7 +224,8 @@ class Plan:
 
     def prepare(self, trial: optuna.Trial) -> RunSpec:
         """Samples (or reads the enqueued) point of an asked trial and fixes its repeat and seed."""
-        point = self.space.suggest(trial)
+        planned = self.study.grid_point(trial.user_attrs.get("point", ""))  # an enqueued grid point
+        point = self.space.suggest(trial, planned)
         repeat = trial.user_attrs.get("repeat")
         if repeat is None:
             repeat = 0

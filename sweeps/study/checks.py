@@ -10,6 +10,7 @@ import re
 from arch.configtree import ConfigError, Issue, join
 from sweeps.study.downstream import downstream_issues
 from sweeps.study.paths import KeyPaths
+from sweeps.study.reference import MATCH
 from sweeps.study.rungs import RUNG, without_rung
 from trainers import metrics as metrics_table
 
@@ -30,6 +31,10 @@ def study_issues(study) -> list[Issue]:
                 "would only add noise)",
             )
         )
+    for name, param in study.space.items():
+        if param.type == "matched" and (name != MATCH or study.reference_match is None):
+            issues.append(Issue(f"space.{name}.type", "given 'matched' (the launcher's own, from "
+                                "reference.match); allowed: categorical, int, float, bundle"))  # fmt: skip
     return issues + _repeats(study) + _scaling(study, metrics) + _margins(study, metrics)
 
 

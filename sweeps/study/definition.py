@@ -31,6 +31,7 @@ from arch.configtree import ConfigError, Issue, dump
 from sweeps.study.checks import study_issues
 from sweeps.study.fingerprint import fingerprint
 from sweeps.study.paths import KeyPaths
+from sweeps.study.reference import MATCH, MATCH_KINDS, MatchConfig, split_reference
 from sweeps.study.rungs import RUNG, ladder_rungs
 from sweeps.study.sections import (
     Objective,
@@ -61,6 +62,9 @@ class Study:
     # The point verdicts compare against, by its params ({model.residual: baseline}); None: the
     # first point whose design is the baseline (kind none).
     reference: dict[str, Any] | None = None
+    # `reference: {match: params | flops}` (split from `reference:` as written): each design is
+    # also compared with a baseline widened to its own budget (sweeps.study.reference).
+    reference_match: MatchConfig | None = None
     n_trials: int | None = bounded(None, ge=1)  # points to run; None: the whole grid (grid) / 20
     repeats: int = bounded(1, ge=1)  # runs per point, seeds trial.seed + 0..repeats-1
     # Adaptive seeds (`repeats: {min: 2, max: 8}` in YAML sets repeats = min and this): after each
@@ -102,6 +106,22 @@ class Study:
                 )
                 return None
             data["repeats"], data["repeats_max"] = repeats["min"], repeats["max"]
+        if "reference_match" in data:
+            issues.append(Issue("reference_match", "given; allowed: reference: {match: params | flops}"))
+            return None
+        data["reference"], data["reference_match"] = split_reference(data.get("reference"))
+        options = data["reference_match"] or {}
+        if options.get("match", MATCH_KINDS[0]) not in MATCH_KINDS:
+            issues.append(
+                Issue("reference.match", f"given {options['match']!r}; allowed: {', '.join(MATCH_KINDS)}")
+            )
+            return None
+        multiple = options.get("multiple")
+        if multiple is not None and (
+            not isinstance(multiple, int) or isinstance(multiple, bool) or multiple < 1
+        ):
+            issues.append(Issue("reference.multiple", f"given {multiple!r}; allowed: an integer >= 1"))
+            return None
         return _workers_into_trial(data, issues)
 
     def check(self, path: str) -> list[Issue]:
@@ -131,6 +151,20 @@ class Study:
         """The rung of a point (by its `rung` label), None without a ladder."""
         label = point.get(RUNG)
         return next((r for r in self.rungs if r["label"] == label), None)
+
+    @functools.cached_property
+    def matches(self) -> list:
+        """Each design point's matched baseline (`sweeps.study.reference.Match`), [] without
+        `reference.match`. Filled in at load (where the shapes are found and checked)."""
+        return []
+
+    def grid_point(self, pid: str) -> dict | None:
+        """The grid point with id `pid` (None: not one)."""
+        return self._grid_ids.get(pid)
+
+    @functools.cached_property
+    def _grid_ids(self) -> dict[str, dict]:
+        return {point_id(p): p for p in self.grid}
 
     @functools.cached_property
     def search_space(self) -> SearchSpace:
@@ -212,6 +246,11 @@ class Study:
         tree = dump(self)
         if self.scaling is not None:
             tree["space"] = {k: v for k, v in tree["space"].items() if k != RUNG}
+        match = tree.pop("reference_match")
+        if match is not None:  # as written: in `reference:`, its shapes found again at load
+            tree["space"] = {k: v for k, v in tree["space"].items() if k != MATCH}
+            given = {k: v for k, v in match.items() if v is not None}
+            tree["reference"] = {**(tree["reference"] or {}), **given}
         return tree
 
     def fingerprint(self) -> dict[str, str]:
