@@ -18,9 +18,10 @@ from optuna.trial import TrialState
 from sweeps.report import equal_cost, importance, paired_curves
 from sweeps.report.costs import costs_path, load_costs, round_samples, scale_samples
 from sweeps.report.fronts import compute, is_reference
-from sweeps.report.outputs import conclusions_text, row_name, table_text, write_files
+from sweeps.report.outputs import conclusions_text, row_name, table_text, tuned_text, write_files
 from sweeps.report.stats import median_interval
 from sweeps.report.verdicts import rule_for
+from sweeps.study import tuning
 from sweeps.study.reference import matched_points, reference_points
 from trainers import metrics as metrics_table
 from trainers.machine import describe
@@ -34,7 +35,8 @@ def fronts_for(study, trials, replicates: int = REPLICATES) -> dict:
     timing rounds in place of seeds for the metrics it times, and the spread of the probe
     baseline's own absolute timings as its throughput interval. `result["robust"]`: the metrics
     summarised by their median."""
-    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    trials = list(trials)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and not tuning.is_tune(t)]
     objectives = [(o.metric, o.direction) for o in study.objectives]
     entries = _probe_entries(study)
     rounds = probe_samples(study, complete, entries)
@@ -44,6 +46,11 @@ def fronts_for(study, trials, replicates: int = REPLICATES) -> dict:
     matched = matched_points(study, complete)
     result = compute(complete, objectives, references, rounds, replicates, robust, rule_for(study), matched)
     result["robust"] = sorted(robust)
+    if study.tune is not None:  # each point's tuned value, from its tune runs (none of them above)
+        ended = tuning.choices(study, trials, lambda t: t.state.is_finished() and "status" in t.user_attrs)
+        points = {pid: c.to_dict() for pid, c in ended.items() if c is not None}  # ended: a status recorded
+        result["tuned"] = {"path": study.tune.path, "seeds": study.tune.seeds, "first_seed": study.seed_of(0),
+                           "points": points}  # fmt: skip
     result["ladder"] = bool(study.rungs)
     result["machines"] = machines(entries)
     if study.rungs:  # what the per-rung conclusions name: each rung's size and budget
@@ -67,6 +74,8 @@ def report_fronts(study, trials, tracker=None, stream=None) -> dict[str, float]:
         return {"points": 0.0}
     paths = write_files(result, study.results_dir() / "pareto")
     print(table_text(result), file=stream)
+    if result.get("tuned"):
+        print(tuned_text(result), file=stream)
     print(conclusions_text(result), file=stream)
     if result.get("machines"):
         print(machines_text(result["machines"]), file=stream)

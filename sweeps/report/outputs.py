@@ -43,8 +43,9 @@ def table_text(result: Mapping) -> str:
     metrics = [o["metric"] for o in result["objectives"]]
     rows = sorted(result["points"], key=lambda r: (r["rank"], r[metrics[0]]))
     matching = bool(result.get("matched"))
-    head = ["rank", "p_front", "point", "seeds", *metrics, "vs reference",
-            *(["vs matched baseline"] if matching else []), "params"]  # fmt: skip
+    tuned = result.get("tuned")  # `tune:`: the value each point was compared at
+    head = ["rank", "p_front", "point", "seeds", *([tuned["path"]] if tuned else []), *metrics,
+            "vs reference", *(["vs matched baseline"] if matching else []), "params"]  # fmt: skip
     lines = [head]
     for r in rows:
         verdicts = ", ".join(f"{v}" for v in r["verdict"].values()) or "-"
@@ -52,7 +53,12 @@ def table_text(result: Mapping) -> str:
         if matching:
             vs = [vs, matched_cell(result, r)]
         values = [_value(r, m) for m in metrics]
-        lines.append([str(r["rank"]), f"{r['p_front']:.2f}", row_name(r), str(r["seeds"]), *values,
+        at = (
+            [f"{tuned['points'][r['point']]['value']:g}" if r["point"] in tuned["points"] else "?"]
+            if tuned
+            else []
+        )
+        lines.append([str(r["rank"]), f"{r['p_front']:.2f}", row_name(r), str(r["seeds"]), *at, *values,
                       *(vs if matching else [vs]), _label(r["params"])])  # fmt: skip
     widths = [max(len(line[i]) for line in lines) for i in range(len(head) - 1)]
     out = [
@@ -88,6 +94,32 @@ def matched_cell(result: Mapping, row: Mapping) -> str:
     of = [p for p in of if not is_reference(result, row["point"])]
     names = {r["point"]: row_name(r) for r in result["points"]}
     return f"matched baseline of {', '.join(names[p] for p in of)}" if of else "-"
+
+
+def tuned_text(result: Mapping) -> str:
+    """`tune:`: the value each point was compared at, its tune curve's flatness, edge warnings."""
+    tuned = result["tuned"]
+    path, seeds = tuned["path"], tuned["seeds"]
+    lines = [
+        f"tuned {path} (tune stage: each point's best mean over seeds 0..{seeds - 1}; every row above and"
+        f" the verdicts below: its own best value, fresh seeds from {tuned['first_seed']}, split sample):"
+    ]
+    names = {r["point"]: row_name(r) for r in result["points"]}
+    for pid, choice in tuned["points"].items():
+        if pid not in names:
+            continue
+        rises = ", ".join(f"{r:+.4g}" for r in choice["rises"])
+        curve = " ".join(f"{float(v):g}:{m:.4g}" for v, m in choice["curve"].items())
+        warn = (
+            "; warning: best at the edge of the range, the optimum may lie beyond it"
+            if choice["edge"]
+            else ""
+        )
+        lines.append(
+            f"  {names[pid]}: {path} {choice['value']:g} (neighbours worse by {rises} {choice['metric']};"
+            f" curve {curve}){warn}"
+        )
+    return "\n".join(lines)
 
 
 def verdicts_note(result: Mapping) -> str:

@@ -8,6 +8,7 @@ import math
 import re
 
 from arch.configtree import ConfigError, Issue, join
+from sweeps.study import tuning
 from sweeps.study.downstream import downstream_issues
 from sweeps.study.paths import KeyPaths
 from sweeps.study.reference import MATCH
@@ -35,6 +36,7 @@ def study_issues(study) -> list[Issue]:
         if param.type == "matched" and (name != MATCH or study.reference_match is None):
             issues.append(Issue(f"space.{name}.type", "given 'matched' (the launcher's own, from "
                                 "reference.match); allowed: categorical, int, float, bundle"))  # fmt: skip
+    issues += tuning.issues(study)
     return issues + _repeats(study) + _scaling(study, metrics) + _margins(study, metrics)
 
 

@@ -49,6 +49,7 @@ def fingerprint(study) -> dict[str, str]:
         "scheduler": dump(study.scheduler),
         "reference": study.reference,
         **({"reference_match": dump(study.reference_match)} if study.reference_match else {}),
+        **({"tune": dump(study.tune)} if study.tune is not None else {}),
         "probe": {k: v for k, v in dump(study.probe).items() if k != "max_models"},  # grouping only
         **({"hypervolume": study.hypervolume} if study.hypervolume is not None else {}),  # its scale
     }

@@ -75,6 +75,9 @@ class Param:
     # An optional parameter is also left out of a point where it is active (the grid has the
     # point without it too), and is never sampled: only a planned point sets it (MatchedParam).
     optional = False
+    # A planned-only parameter is never in the grid nor sampled: the plan sets it on the points it
+    # enqueues itself (the tune stage's values, sweeps.study.tuning.TunedParam).
+    planned_only = False
 
     # Interface of every parameter kind.
     def suggest(self, trial, name: str):
@@ -333,7 +336,7 @@ class SearchSpace:
                 yield dict(point)
                 return
             name, param = list(self.params.items())[i]
-            if not param.active(point, self._lookup(point)):
+            if param.planned_only or not param.active(point, self._lookup(point)):
                 yield from expand(i + 1, point)
                 return
             if param.optional:
@@ -395,7 +398,9 @@ class SearchSpace:
         for name, param in self.params.items():
             if planned is not None and name not in planned:
                 continue
-            if planned is None and (param.optional or not param.active(point, self._lookup(point))):
+            if planned is None and (
+                param.optional or param.planned_only or not param.active(point, self._lookup(point))
+            ):
                 continue
             point[name] = param.suggest(trial, name)
         return point
