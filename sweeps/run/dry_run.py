@@ -12,7 +12,7 @@ from sweeps.report.verdicts import looks_text, rule_for
 from sweeps.run import backends
 from sweeps.run.probe import TRIAL_THREADS_SAMPLES_PER_ROUND
 from sweeps.run.progress import duration
-from sweeps.study import Study
+from sweeps.study import Study, tuning
 from sweeps.study.architecture import arch_key, architecture
 from sweeps.study.ladder import over_one_epoch, targets
 from sweeps.study.reference import TOLERANCE, multiple_of
@@ -53,7 +53,7 @@ def plan_text(study: Study) -> str:
         f"optuna       {study.storage_url()} study {study.name!r}",
         f"results      {study.results_dir()}",
     ]
-    lines += ladder_lines(study) + matched_lines(study)
+    lines += ladder_lines(study) + matched_lines(study) + tune_lines(study)
     varies = len(set(study.budgets)) > 1
     if study.sampler.kind == "grid":
         for i, point in enumerate(study.planned_points()):
@@ -240,3 +240,19 @@ def matched_lines(study: Study) -> list[str]:
             f"  {m.gap('params'):+10.2%}  {m.gap('flops'):+9.2%}"
         )
     return lines
+
+
+def tune_lines(study: Study) -> list[str]:
+    """`tune:`: the tuned values, the tune stage's runs and the confirming seeds (sweeps.study.tuning)."""
+    tune = study.tune
+    if tune is None:
+        return []
+    metric, direction = tuning.metric_of(study)
+    values = ", ".join(f"{v:g}" for v in tune.range.values()) + (" (log)" if tune.range.log else "")
+    runs, confirming = study.n_tune_runs(), f"{study.n_points()} x {study.repeats} confirming seed(s)"
+    return [
+        f"tune         {tune.path} at {values} x {tune.seeds} seed(s) a point,"
+        f" best mean {metric} ({direction})",
+        f"             {runs} tune run(s), then {confirming} from seed {study.seed_of(0)} at each point's"
+        " best value (split sample: the verdicts read only these)",
+    ]

@@ -173,7 +173,24 @@ def validate_points(study) -> list[Issue]:
         )
     if not issues:
         issues.extend(_check_paths(study))
+    if not issues and study.tune is not None:
+        issues.extend(_check_tuned(study, points))
     return issues + downstream_issues(study)
+
+
+def _check_tuned(study, points) -> list[Issue]:
+    """Every point trains at the tuned path's lowest and highest value (a path that sets nothing,
+    or a value it refuses, fails here rather than in the tune stage)."""
+    path = study.tune.path
+    if issues := study.paths.check(path, f"tune.{path}", ("trial",)):
+        return issues
+    for point in points:
+        for value in (study.tune.range.values()[0], study.tune.range.values()[-1]):
+            try:
+                study.trial_config(point, overrides={path: value})
+            except ConfigError as err:
+                return [Issue(f"tune.{path}", f"at {value:g}: trial.{err.issues[0]}")]
+    return []
 
 
 PER_TOKEN = ("val_loss", "val_ppl", "train_loss")  # per token: a byte and a BPE model's differ in kind

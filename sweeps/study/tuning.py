@@ -24,6 +24,7 @@ from optuna.trial import TrialState
 
 from arch.configtree import Issue
 from sweeps.study.space import CategoricalParam, point_id
+from trainers import metrics as metrics_table
 
 STAGE = "stage"  # the user attribute (and MLflow tag sweep.stage) of a tune run
 TUNE = "tune"
@@ -219,8 +220,10 @@ def issues(study) -> list[Issue]:
     if study.scheduler.kind != "none":
         out.append(Issue("tune", "every tune run needs its full budget; allowed: scheduler.kind none"))
     objectives = [o.metric for o in study.objectives]
-    if tune.metric is not None and tune.metric not in objectives:
-        out.append(
-            Issue("tune.metric", f"given {tune.metric!r}; allowed: an objective ({', '.join(objectives)})")
-        )
+    moved = [m for m in objectives if (r := metrics_table.get(m)) is not None and r.varies == "seed"]
+    metric = tune.metric or (objectives[0] if objectives else None)
+    if metric is not None and metric not in moved:
+        given = f"given {metric!r}" + ("" if tune.metric else " (the first objective)")
+        allowed = f"an objective that seeds move ({', '.join(moved) or 'none here'})"
+        out.append(Issue("tune.metric", f"{given}; allowed: {allowed}"))
     return out
