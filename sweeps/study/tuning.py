@@ -67,6 +67,19 @@ class TuneConfig:
             )
             return None
         name = paths[0]
+        if isinstance(data[name], Mapping) and (
+            unknown := sorted(set(data[name]) - {"low", "high", "points", "log"})
+        ):
+            issues.append(
+                Issue(f"{path or 'tune'}.{name}.{unknown[0]}", "unknown; allowed: low, high, points, log")
+            )
+            return None
+        points = data[name].get("points", 5) if isinstance(data[name], Mapping) else 5
+        if not isinstance(points, int) or isinstance(points, bool) or points < 2:
+            issues.append(
+                Issue(f"{path or 'tune'}.{name}.points", f"given {points!r}; allowed: an integer >= 2")
+            )
+            return None
         rest = {k: v for k, v in data.items() if k != name}
         return {"path": name, "range": data[name], **rest}
 
