@@ -4,14 +4,12 @@ import math
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 from optuna.trial import TrialState
 
 from arch.configtree import ConfigError
-from sweeps.report.sequential import Design
-from sweeps.report.verdicts import holm, t_p_values
+from sweeps.report.calibrate import simulate_tuned
 from sweeps.run.dry_run import plan_text
 from sweeps.run.launch import launch
 from sweeps.study import load_study
@@ -147,29 +145,18 @@ def test_choose_takes_the_best_mean_and_counts_a_failed_run_as_the_worst():
     assert choose({1: [0.5], 2: [0.7]}, "maximize") == 2
 
 
-def test_under_the_null_the_split_sample_verdicts_keep_their_error_rate():
-    """Simulated studies where no design differs from the reference at any rate (flat curves; each
-    run's val_loss is a shared seed effect plus noise of its own): each of 3 designs and the
-    reference picks its rate from 5 by `choose` over 2 tune seeds, then is compared on 3 fresh
-    seeds with the launcher's verdict functions (t test, Holm). False verdicts (better or worse)
-    stay at the 5% family-wise level; choosing and confirming on the same seeds (no split)
-    reuses the very values that made the choice."""
-    rng = np.random.default_rng(0)
-    sims, designs, rates, tune_seeds, seeds = 4000, 4, 5, 2, 3  # design 0 is the reference
-    noise = rng.standard_normal((sims, designs, rates, tune_seeds + seeds))
-    values = rng.standard_normal((sims, 1, 1, tune_seeds + seeds)) + noise  # shared seed effect
-    curves = values[..., :tune_seeds]
-    chosen = np.array(
-        [
-            [choose(dict(enumerate(map(list, curves[s, d]))), "minimize") for d in range(designs)]
-            for s in range(sims)
-        ]
-    )
-    at = values[np.arange(sims)[:, None], np.arange(designs)[None, :], chosen]  # [sims, designs, seeds]
-    diffs = at[:, 1:, tune_seeds:] - at[:, :1, tune_seeds:]
-    mean, sd = diffs.mean(axis=2), diffs.std(axis=2, ddof=1)
-    p = t_p_values(mean, sd, seeds, Design(seeds, seeds))
-    _, rejected = holm(p, 0.05)
-    familywise = rejected.any(axis=1).mean()
-    assert familywise <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / sims), familywise
-    assert familywise >= 0.02  # the test has power to see a rate near 5% (not a vacuous bound)
+@pytest.mark.parametrize("peak", [0.0, 3.0])
+def test_under_the_null_the_split_sample_verdicts_keep_their_error_rate(peak):
+    """Simulated `tune:` studies where no design beats the reference at its best rate
+    (`sweeps.report.calibrate.simulate_tuned`: the plan's `choose` over 5 rates x 3 tune seeds, then
+    the launcher's t test and Holm over 3 comparisons on 3 fresh seeds): false verdicts stay at the
+    5% family-wise level. Confirming on the tune seeds themselves (no split) leaks the choice into
+    the verdict when the reference's curve is peaked and the designs' flat (the flat curves' best
+    of five noisy rates looks better than it is): measured 6.6% there (4000 studies, +-0.4%)."""
+    sims = 4000
+    split = simulate_tuned(3, 5, 3, 3, sims, split=True, peak=peak)
+    assert split["familywise_rate"] <= 0.05 + 2 * split["mc_error"]["familywise_rate"], split
+    assert split["familywise_rate"] >= 0.03  # the simulation sees a rate near 5%: not a vacuous bound
+    if peak:
+        leaky = simulate_tuned(3, 5, 3, 3, sims, split=False, peak=peak)
+        assert leaky["familywise_rate"] > 0.05 + 2 * leaky["mc_error"]["familywise_rate"], leaky
