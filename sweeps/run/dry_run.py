@@ -28,11 +28,11 @@ def _resources_text(resources) -> str:
 
 def plan_text(study: Study) -> str:
     backend = backends.get(study.backend)
-    space = study.search_space
+    shown = [n for n, p in study.search_space.params.items() if not p.planned_only]  # tune: below
     lines = [
         f"study        {study.name}: {study.description}".rstrip(": "),
         f"sampler      {study.sampler.kind} (seed {study.sampler.seed})",
-        f"space        {len(space)} parameter(s): {', '.join(space.params) or '-'}",
+        f"space        {len(shown)} parameter(s): {', '.join(shown) or '-'}",
     ]
     if study.sampler.kind == "grid":
         lines.append(f"grid         {len(study.grid)} point(s)")
