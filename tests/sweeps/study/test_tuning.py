@@ -160,3 +160,20 @@ def test_under_the_null_the_split_sample_verdicts_keep_their_error_rate(peak):
     if peak:
         leaky = simulate_tuned(3, 5, 3, 3, sims, split=False, peak=peak)
         assert leaky["familywise_rate"] > 0.05 + 2 * leaky["mc_error"]["familywise_rate"], leaky
+
+
+@pytest.mark.slow
+def test_a_real_cpu_study_with_tune_and_match_runs_end_to_end(tmp_path, capsys):
+    """trainers.fit itself: tiny MQAR, baseline vs MUDDFormer, 2 rates x 1 tune seed, 2 confirming
+    seeds, MUDDFormer also against its parameter-matched baseline."""
+    tune = {"train.lr": {"low": 1.0e-3, "high": 1.0e-2, "points": 2, "log": True}, "seeds": 1}
+    space = {"model.residual": {"choices": {"baseline": {"kind": "none"}, "mudd": {"kind": "muddformer"}}}}
+    study = load_study_text(tmp_path, tune=tune, space=space, reference={"match": "params"})
+    assert launch(study) == 0
+    out = capsys.readouterr().out
+    trials = optuna_trials(study)
+    assert len(trials) == 3 * 2 * 1 + 3 * 2 and all(t.state == TrialState.COMPLETE for t in trials)
+    head = next(line for line in out.splitlines() if line.startswith("rank  p_front"))
+    assert "train.lr" in head and "vs matched baseline" in head
+    assert out.count(": train.lr 0.0") == 3  # each point's tuned rate, its curve
+    assert "vs matched baseline residual=baseline, match=" in out
