@@ -197,3 +197,12 @@ def test_a_matched_study_runs_end_to_end_and_compares_each_design_with_its_own_b
     assert tagged["mudd"] == "better" and tagged["sat"] is None
     csv = (study.results_dir() / "pareto" / "pareto.csv").read_text().splitlines()
     assert "val_loss_matched_verdict" in csv[0] and "matched_reference" in csv[0]
+
+
+def test_match_beside_a_reference_point_widens_that_point(tmp_path):
+    designs = {"small": {"kind": "none"}, "mudd": {"kind": "muddformer"}, "plain": {"kind": "none"}}
+    study = tiny_study(tmp_path, "params", designs, reference={"model.residual": "plain"})
+    assert study.reference == {"model.residual": "plain"}
+    widened = [p for p in study.grid if MATCH in p]
+    assert widened == [{"model.residual": "plain", MATCH: "d_ff408"}]  # the reference's own shape, widened
+    assert study.to_dict()["reference"] == {"model.residual": "plain", "match": "params"}
