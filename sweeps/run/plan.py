@@ -103,8 +103,9 @@ class Plan:
         return sum(adaptive.seed_counts(self).values())
 
     def max_remaining(self) -> int:
-        """The most runs still to come (adaptive seeds: if every point went to `max`)."""
-        return max(0, self.study.n_runs_max() - self.done())
+        """The most runs still to come (adaptive seeds: if every point went to `max`; `tune:` its
+        tune stage too)."""
+        return max(0, self.study.n_runs_max() + self.study.n_tune_runs() - self.done())
 
     def lock(self):
         return storages.study_lock(self.storage, self.study.storage_url(), self.study.name)

@@ -177,3 +177,29 @@ def test_a_real_cpu_study_with_tune_and_match_runs_end_to_end(tmp_path, capsys):
     assert "train.lr" in head and "vs matched baseline" in head
     assert out.count(": train.lr 0.0") == 3  # each point's tuned rate, its curve
     assert "vs matched baseline residual=baseline, match=" in out
+
+
+@pytest.mark.slow  # Ray's start and a worker per trial: 88 s on the shared machine
+def test_the_ray_backend_runs_both_stages(tmp_path, shared_ray):
+    """The same plan on Ray, two runs at a time: a point's confirming runs wait for its tune runs."""
+    tune = {"train.lr": {"low": 1.0e-3, "high": 1.0e-2, "points": 2, "log": True}, "seeds": 1}
+    study = load_study_text(
+        tmp_path,
+        tune=tune,
+        repeats=1,
+        backend="ray",
+        max_concurrent=2,
+        ray={"num_cpus": 2, "reuse_actors": True},
+    )
+    assert launch(study, fit=curved_fit, probe=fake_fit.PROBE) == 0
+    trials = optuna_trials(study)
+    assert len(trials) == 4 + 2 and all(t.state == TrialState.COMPLETE for t in trials)
+    confirm = [t for t in trials if t.user_attrs.get(STAGE) != TUNE]
+    assert {t.params["model.residual"]: t.user_attrs[TUNED]["train.lr"] for t in confirm} == {
+        "baseline": 1e-2,
+        "sat": 1e-3,
+    }
+    for run in confirm:  # each confirming run started after its own point's tune runs ended
+        design = run.params["model.residual"]
+        own = [t for t in trials if t.user_attrs.get(STAGE) == TUNE and t.params["model.residual"] == design]
+        assert run.datetime_start >= max(t.datetime_complete for t in own)
