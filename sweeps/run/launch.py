@@ -142,7 +142,8 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe, costs: dict) ->
         study.to_dict(),
         {"n_points": study.n_points(), "repeats": study.repeats, "n_runs": study.n_runs(),
          "sampler": study.sampler.kind, "backend": study.backend, "concurrency": n,
-         "done_before": done_before, "objectives": ",".join(o.metric for o in study.objectives)},
+         "done_before": done_before, "objectives": ",".join(o.metric for o in study.objectives),
+         **({"n_tune_runs": study.n_tune_runs()} if study.tune is not None else {})},
     )  # fmt: skip
     progress = Progress(
         plan.target, done_before, [(o.metric, o.direction) for o in study.objectives], n, stream

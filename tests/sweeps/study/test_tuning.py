@@ -74,6 +74,8 @@ def test_each_design_is_compared_at_its_own_best_rate_on_fresh_seeds(tmp_path, c
         ("sat", "0.001"),
     }
     assert {r.data.tags["pareto_rank"] for r in children if r.data.tags["sweep.stage"] == "tune"} == {"-1"}
+    (parent,) = mlflow_runs(study, "parent")
+    assert parent.data.params["n_tune_runs"] == "20" and parent.data.params["n_runs"] == "4"
 
 
 def test_a_best_rate_at_the_edge_of_the_range_is_warned_about(tmp_path, capsys):
