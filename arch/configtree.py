@@ -86,14 +86,14 @@ def _parse_value(tp, value, path: str, issues: list[Issue]):
         return _MISSING
     if _is_union(tp):
         members = typing.get_args(tp)
-        sections = [m for m in members if dataclasses.is_dataclass(m)]
-        if isinstance(value, Mapping) and len(sections) == 1:  # an optional section: its own issues
-            return _parse_value(sections[0], value, path, issues)
         for member in members:
             trial: list[Issue] = []
             parsed = _parse_value(member, value, path, trial)
             if not trial:
                 return parsed
+        sections = [m for m in members if dataclasses.is_dataclass(m)]
+        if isinstance(value, Mapping) and len(sections) == 1:  # an optional section: its own issues
+            return _parse_value(sections[0], value, path, issues)
         allowed = " or ".join(_type_name(m) for m in members)
         issues.append(Issue(path, f"given {value!r}; allowed: {allowed}"))
         return _MISSING

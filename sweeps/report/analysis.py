@@ -18,10 +18,11 @@ from optuna.trial import TrialState
 from sweeps.report import equal_cost, importance, paired_curves
 from sweeps.report.costs import costs_path, load_costs, round_samples, scale_samples
 from sweeps.report.fronts import compute, is_reference
-from sweeps.report.outputs import conclusions_text, row_name, table_text, write_files
+from sweeps.report.outputs import conclusions_text, row_name, table_text, tuned_text, write_files
 from sweeps.report.stats import median_interval
 from sweeps.report.verdicts import rule_for
-from sweeps.study.reference import reference_points
+from sweeps.study import tuning
+from sweeps.study.reference import matched_points, reference_points
 from trainers import metrics as metrics_table
 from trainers.machine import describe
 
@@ -34,15 +35,22 @@ def fronts_for(study, trials, replicates: int = REPLICATES) -> dict:
     timing rounds in place of seeds for the metrics it times, and the spread of the probe
     baseline's own absolute timings as its throughput interval. `result["robust"]`: the metrics
     summarised by their median."""
-    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    trials = list(trials)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and not tuning.is_tune(t)]
     objectives = [(o.metric, o.direction) for o in study.objectives]
     entries = _probe_entries(study)
     rounds = probe_samples(study, complete, entries)
     timed = {m for samples in rounds.values() for m in samples}
     robust = metrics_table.robust(timed)
     references = reference_points(study, complete)
-    result = compute(complete, objectives, references, rounds, replicates, robust, rule_for(study))
+    matched = matched_points(study, complete)
+    result = compute(complete, objectives, references, rounds, replicates, robust, rule_for(study), matched)
     result["robust"] = sorted(robust)
+    if study.tune is not None:  # each point's tuned value, from its tune runs (none of them above)
+        ended = tuning.choices(study, trials, lambda t: t.state.is_finished() and "status" in t.user_attrs)
+        points = {pid: c.to_dict() for pid, c in ended.items() if c is not None}  # ended: a status recorded
+        result["tuned"] = {"path": study.tune.path, "seeds": study.tune.seeds, "first_seed": study.seed_of(0),
+                           "points": points}  # fmt: skip
     result["ladder"] = bool(study.rungs)
     result["machines"] = machines(entries)
     if study.rungs:  # what the per-rung conclusions name: each rung's size and budget
@@ -66,6 +74,8 @@ def report_fronts(study, trials, tracker=None, stream=None) -> dict[str, float]:
         return {"points": 0.0}
     paths = write_files(result, study.results_dir() / "pareto")
     print(table_text(result), file=stream)
+    if result.get("tuned"):
+        print(tuned_text(result), file=stream)
     print(conclusions_text(result), file=stream)
     if result.get("machines"):
         print(machines_text(result["machines"]), file=stream)
@@ -124,6 +134,8 @@ def _tag_children(tracker, trials, result: Mapping) -> None:
             else:
                 tags.update({f"verdict.{metric}": word for metric, word in row["verdict"].items()})
                 tags["verdict"] = ", ".join(f"{m}: {w}" for m, w in row["verdict"].items())
+                for metric, word in row.get("matched_verdict", {}).items():  # reference.match
+                    tags[f"matched_verdict.{metric}"] = word
                 for metric, diff in row["diff"].items():  # what an open comparison could have seen
                     if "detectable" in diff:
                         tags[f"detectable.{metric}"] = f"{diff['detectable']:.4g}"

@@ -29,6 +29,7 @@ import numpy as np
 
 from sweeps.report.sequential import NAIVE, SPENDING, Design
 from sweeps.report.verdicts import FAMILIES, OPEN, holm, t_intervals, t_p_values, words
+from sweeps.study.tuning import choose
 
 
 def simulate(
@@ -98,6 +99,58 @@ def simulate(
     return rates
 
 
+def simulate_tuned(
+    points: int,
+    rates: int,
+    tune_seeds: int,
+    seeds: int,
+    sims: int,
+    split: bool = True,
+    level: float = 0.95,
+    family: str = "holm",
+    seed: int = 0,
+    peak: float = 0.0,
+) -> dict:
+    """A `tune:` study where no design is better than the reference at its best rate
+    (sweeps.study.tuning): each run is its curve's value at its rate, plus a seed effect shared by
+    all, plus noise of its own (in paired SDs). The designs' curves are flat; the reference's is 0
+    at the middle rate and `peak` worse elsewhere (0: flat too). The reference and each of `points`
+    designs pick their rate from `rates` by `tuning.choose` over `tune_seeds` seeds, then are
+    compared on `seeds` fresh seeds (`split`), or on the very tune seeds that made the choice (not
+    split), by the launcher's verdict functions. A verdict is false when it says better or worse
+    and the true difference at the chosen rates is 0 or of the other sign. Returns the false-verdict
+    rates (per comparison and per study) and their MC errors."""
+    rng = np.random.default_rng(seed)
+    n_seeds = tune_seeds + (seeds if split else 0)
+    curves = np.zeros((points + 1, rates))  # design 0 is the reference
+    curves[0] = peak
+    curves[0, rates // 2] = 0.0
+    noise = rng.standard_normal((sims, points + 1, rates, n_seeds))
+    values = curves[None, :, :, None] + rng.standard_normal((sims, 1, 1, n_seeds)) + noise
+    tune = values[..., :tune_seeds]
+    chosen = np.array(
+        [
+            [choose(dict(enumerate(map(list, tune[s, d]))), "minimize") for d in range(points + 1)]
+            for s in range(sims)
+        ]
+    )
+    at = values[np.arange(sims)[:, None], np.arange(points + 1)[None, :], chosen]  # [sims, designs, seeds]
+    confirm = at[..., tune_seeds:] if split else at
+    diffs = confirm[:, 1:] - confirm[:, :1]  # each design against the reference
+    n = diffs.shape[-1]
+    mean, sd = diffs.mean(axis=2), diffs.std(axis=2, ddof=1)
+    _, rejected = holm(t_p_values(mean, sd, n, Design(n, n)), 1 - level, family)
+    truth = curves[np.arange(1, points + 1)[None, :], chosen[:, 1:]] - curves[0, chosen[:, :1]]
+    false = rejected & ((truth == 0) | (np.sign(mean) != np.sign(truth)))
+    out = {"false_verdict_rate": float(false.mean()), "familywise_rate": float(false.any(axis=1).mean())}
+    sizes = {"false_verdict_rate": sims * points, "familywise_rate": sims}
+    out["mc_error"] = {k: math.sqrt(out[k] * (1 - out[k]) / sizes[k]) for k in sizes}
+    out["settings"] = {"points": points, "rates": rates, "tune_seeds": tune_seeds, "seeds": n,
+                       "peak": peak, "split": split, "sims": sims, "level": level, "family": family,
+                       "seed": seed}  # fmt: skip
+    return out
+
+
 def parse_repeats(text: str) -> tuple[int, int]:
     """`3..5` -> (3, 5); `3` -> (3, 3)."""
     low, _, high = text.partition("..")
@@ -125,10 +178,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--correlation", type=float, default=0.0, help="between the points' differences")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write the rates here")
+    parser.add_argument(
+        "--tune", metavar="RATESxSEEDS", help="a tune: stage at the null, e.g. 5x2 (--repeats: fresh seeds)"
+    )
+    parser.add_argument(
+        "--no-split", action="store_true", help="with --tune: confirm on the tune seeds themselves"
+    )
+    parser.add_argument(
+        "--peak", type=float, default=0.0, help="with --tune: the reference's curve off its best"
+    )
     args = parser.parse_args(argv)
     design = Design(*args.repeats, args.spending)
-    rates = simulate(design, args.points, args.effect, args.sims, args.level, args.family, args.margin,
-                     args.correlation, args.seed)  # fmt: skip
+    if args.tune:
+        n_rates, tune_seeds = (int(x) for x in args.tune.split("x"))
+        rates = simulate_tuned(args.points, n_rates, tune_seeds, args.repeats[0], args.sims,
+                               not args.no_split, args.level, args.family, args.seed, args.peak)  # fmt: skip
+    else:
+        rates = simulate(design, args.points, args.effect, args.sims, args.level, args.family, args.margin,
+                         args.correlation, args.seed)  # fmt: skip
     text = json.dumps(rates, indent=2)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -51,13 +51,15 @@ def compute(
     replicates: int = 1000,
     robust: frozenset[str] = frozenset(),
     rule=None,
+    matched: Mapping[str, str] | None = None,
 ) -> dict:
     """Fronts over points. `reference`: the point id differences are taken against, or each
     point's own ({point id: reference point id}: a ladder's reference per rung); `samples`
     replace a point's per-seed samples of a metric (e.g. the cost probe's rounds); metrics in
     `robust` are summarised by medians and order-statistic intervals; `rule`
     (`sweeps.report.verdicts.Rule`, `verdicts.rule_for(study)`; default: 95%, Holm, one look)
-    judges the comparisons with the reference."""
+    judges the comparisons with the reference; `matched` ({point id: its matched baseline's id},
+    `reference.match`) adds a comparison of each such point with its own baseline, in the same family."""
     metrics = [m for m, _ in objectives]
     directions = [d for _, d in objectives]
     rows = point_table(trials, metrics)
@@ -70,7 +72,10 @@ def compute(
     if not rows:
         result.update(front=[], hypervolume=0.0, pairs={})
         return result
-    result["verdicts"] = add_statistics(rows, objectives, result["references"], replicates, robust, rule)
+    result["matched"] = references_among(matched, rows)
+    result["verdicts"] = add_statistics(
+        rows, objectives, result["references"], replicates, robust, rule, result["matched"]
+    )
     mins = [to_minimise([r[m] for m in metrics], directions) for r in rows]
     for row, rank in zip(rows, nondominated_ranks(mins), strict=True):
         row["rank"] = rank
@@ -110,13 +115,19 @@ def add_statistics(
     replicates: int,
     robust: frozenset[str] = frozenset(),
     rule=None,
+    matched: Mapping[str, str] | None = None,
 ) -> dict | None:
     """Per row and objective: mean, std, 95% interval; against its reference (`reference`: one
     point id, or one per row as `references_among` gives): the paired difference, its adjusted
     interval and verdict (every comparison of the study judged as one family by `rule`); and
-    p_front over all objectives. Returns the verdicts' summary (None without a reference)."""
+    p_front over all objectives; with `matched`, the same against each point's matched baseline
+    (`matched_diff`, `matched_verdict`; a metric the cost probe times is left out: it times a
+    widened baseline against itself, not against the design's; a point matched by its reference
+    itself gets `matched_reference` and no second comparison). Returns the verdicts' summary (None
+    without a reference)."""
     by_id = {r["point"]: r for r in rows}
     references = references_among(reference, rows)
+    matched = references_among(matched, rows)
     comparisons = []
     for row in rows:
         row["diff"], row["verdict"] = {}, {}
@@ -129,18 +140,20 @@ def add_statistics(
             row[metric], row[metric + "_std"] = ci["mean"], ci["std"]
             row[metric + "_ci"] = [ci["lo"], ci["hi"]]
             if ref is not None and row is not ref:
-                diff = stats.paired(row["samples"][metric], ref["samples"][metric], metric in robust)
-                kind = (
-                    "exact" if metrics_table.is_exact(metric) else "rounds" if metric in robust else "seeds"
-                )
-                comparisons.append(
-                    {**diff, "metric": metric, "direction": direction, "kind": kind, "row": row}
-                )
-    summary = judge(comparisons, rule or Rule()) if references else None
+                comparisons.append(_comparison(row, ref, metric, direction, robust, ""))
+        if (own := by_id.get(matched.get(row["point"]))) is not None:
+            row["matched_reference"] = own["point"]
+            if own is ref:  # the plain reference is its match: that comparison is the plain one
+                continue
+            row["matched_diff"], row["matched_verdict"] = {}, {}
+            for metric, direction in objectives:
+                if not metrics_table.is_timed(metric):
+                    comparisons.append(_comparison(row, own, metric, direction, robust, "matched_"))
+    summary = judge(comparisons, rule or Rule()) if references or matched else None
     for c in comparisons:
-        row, metric = c.pop("row"), c["metric"]
-        row["verdict"][metric] = c["verdict"]
-        row["diff"][metric] = {
+        row, metric, against = c.pop("row"), c["metric"], c.pop("against")
+        row[against + "verdict"][metric] = c["verdict"]
+        row[against + "diff"][metric] = {
             k: v for k, v in c.items() if k not in ("diffs", "metric", "direction", "verdict")
         }
     metrics = [m for m, _ in objectives]
@@ -151,3 +164,11 @@ def add_statistics(
     for row, p in zip(rows, probabilities, strict=True):
         row["p_front"] = p
     return summary
+
+
+def _comparison(row: Mapping, ref: Mapping, metric: str, direction: str, robust, against: str) -> dict:
+    """One paired comparison of `row` with `ref` on `metric`, for `verdicts.judge`; `against`: the
+    prefix of the row's keys it fills (empty: the reference's; `matched_`: its matched baseline's)."""
+    diff = stats.paired(row["samples"][metric], ref["samples"][metric], metric in robust)
+    kind = "exact" if metrics_table.is_exact(metric) else "rounds" if metric in robust else "seeds"
+    return {**diff, "metric": metric, "direction": direction, "kind": kind, "row": row, "against": against}

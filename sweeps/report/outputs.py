@@ -47,14 +47,24 @@ def _value(row: Mapping, metric: str) -> str:
 def table_text(result: Mapping) -> str:
     metrics = [o["metric"] for o in result["objectives"]]
     rows = sorted(result["points"], key=lambda r: (r["rank"], r[metrics[0]]))
-    head = ["rank", "p_front", "point", "seeds", *metrics, "vs reference", "params"]
+    matching = bool(result.get("matched"))
+    tuned = result.get("tuned")  # `tune:`: the value each point was compared at
+    head = ["rank", "p_front", "point", "seeds", *([tuned["path"]] if tuned else []), *metrics,
+            "vs reference", *(["vs matched baseline"] if matching else []), "params"]  # fmt: skip
     lines = [head]
     for r in rows:
         verdicts = ", ".join(f"{v}" for v in r["verdict"].values()) or "-"
         vs = "reference" if is_reference(result, r["point"]) else verdicts
+        if matching:
+            vs = [vs, matched_cell(result, r)]
         values = [_value(r, m) for m in metrics]
-        lines.append([str(r["rank"]), f"{r['p_front']:.2f}", row_name(r), str(r["seeds"]), *values, vs,
-                      _label(r["params"])])  # fmt: skip
+        at = (
+            [f"{tuned['points'][r['point']]['value']:g}" if r["point"] in tuned["points"] else "?"]
+            if tuned
+            else []
+        )
+        lines.append([str(r["rank"]), f"{r['p_front']:.2f}", row_name(r), str(r["seeds"]), *at, *values,
+                      *(vs if matching else [vs]), _label(r["params"])])  # fmt: skip
     widths = [max(len(line[i]) for line in lines) for i in range(len(head) - 1)]
     out = [
         "  ".join(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)) + "  " + line[-1]
@@ -76,6 +86,45 @@ def table_text(result: Mapping) -> str:
         f" front: {len(result['front'])} point(s)"
     )
     return "\n".join(out)
+
+
+def matched_cell(result: Mapping, row: Mapping) -> str:
+    """The table's `vs matched baseline` cell: the verdicts against the row's own widened baseline
+    (`= vs reference` where the plain reference is its match); for a widened baseline, whose it is."""
+    if "matched_verdict" in row:
+        return ", ".join(row["matched_verdict"].values()) or "-"
+    if "matched_reference" in row:
+        return "= vs reference"
+    of = [p for p, own in result.get("matched", {}).items() if own == row["point"] and p != own]
+    of = [p for p in of if not is_reference(result, row["point"])]
+    names = {r["point"]: row_name(r) for r in result["points"]}
+    return f"matched baseline of {', '.join(names[p] for p in of)}" if of else "-"
+
+
+def tuned_text(result: Mapping) -> str:
+    """`tune:`: the value each point was compared at, its tune curve's flatness, edge warnings."""
+    tuned = result["tuned"]
+    path, seeds = tuned["path"], tuned["seeds"]
+    lines = [
+        f"tuned {path} (tune stage: each point's best mean over seeds 0..{seeds - 1}; every row above and"
+        f" the verdicts below: its own best value, fresh seeds from {tuned['first_seed']}, split sample):"
+    ]
+    names = {r["point"]: row_name(r) for r in result["points"]}
+    for pid, choice in tuned["points"].items():
+        if pid not in names:
+            continue
+        rises = ", ".join(f"{r:+.4g}" for r in choice["rises"])
+        curve = " ".join(f"{float(v):g}:{m:.4g}" for v, m in choice["curve"].items())
+        warn = (
+            "; warning: best at the edge of the range, the optimum may lie beyond it"
+            if choice["edge"]
+            else ""
+        )
+        lines.append(
+            f"  {names[pid]}: {path} {choice['value']:g} (neighbours worse by {rises} {choice['metric']};"
+            f" curve {curve}){warn}"
+        )
+    return "\n".join(lines)
 
 
 def verdicts_note(result: Mapping) -> str:
@@ -136,27 +185,40 @@ def _rung_order(row: Mapping, order: list) -> tuple:
 
 
 def _comparison_lines(result: Mapping, ref: Mapping, rows: list, indent: str, rung: bool = False) -> list:
-    """One line per row against `ref` (named without its rung when `rung`: the rung is the group's)."""
+    """One line per row against `ref` (named without its rung when `rung`: the rung is the group's),
+    and under it, with `reference.match`, the row against its matched baseline."""
     lines = []
+    points = {r["point"]: r for r in result["points"]}
     for row in rows:
-        parts = []
-        for o in result["objectives"]:
-            m = o["metric"]
-            diff, word = row["diff"][m], row["verdict"][m]
-            if metrics_table.is_relative(m) and ref[m]:
-                ratio = f"{row[m] / ref[m]:.3f}x"
-                if ratio == "1.000x" and row[m] != ref[m]:  # say what three digits hide
-                    ratio += f" ({row[m] - ref[m]:+.3g})"
-                parts.append(f"{m} {ratio} ({word})")
-            else:
-                half = (diff["hi"] - diff["lo"]) / 2 if math.isfinite(diff["lo"]) else math.nan
-                spread = f" ± {half:.4f}" if math.isfinite(half) else ""
-                note = _open_note(diff)
-                note = f"; {note}" if note else ""
-                parts.append(f"{m} {diff['mean']:+.4f}{spread} ({word}, {diff['n']} seed(s){note})")
         name = space.point_name(without_rung(row["params"])) if rung else row_name(row)
-        lines.append(f"{indent}{name}: " + "; ".join(parts) + f"; on the front in {row['p_front']:.0%}")
+        front = f"; on the front in {row['p_front']:.0%}"
+        lines.append(f"{indent}{name}: " + _parts(result, row, ref, "") + front)
+        if (own := points.get(row.get("matched_reference"))) is not None and "matched_diff" in row:
+            head = f"{indent}  vs matched baseline {row_name(own)}: "
+            lines.append(head + _parts(result, row, own, "matched_"))
     return lines
+
+
+def _parts(result: Mapping, row: Mapping, ref: Mapping, against: str) -> str:
+    """`row`'s differences to `ref` per objective (`against`: which of the row's comparisons)."""
+    parts = []
+    for o in result["objectives"]:
+        m = o["metric"]
+        diff, word = row[against + "diff"].get(m), row[against + "verdict"].get(m)
+        if diff is None:
+            parts.append(f"{m} not compared (the probe timed the widened baseline against itself)")
+        elif metrics_table.is_relative(m) and ref[m]:
+            ratio = f"{row[m] / ref[m]:.3f}x"
+            if ratio == "1.000x" and row[m] != ref[m]:  # say what three digits hide
+                ratio += f" ({row[m] - ref[m]:+.3g})"
+            parts.append(f"{m} {ratio} ({word})")
+        else:
+            half = (diff["hi"] - diff["lo"]) / 2 if math.isfinite(diff["lo"]) else math.nan
+            spread = f" ± {half:.4f}" if math.isfinite(half) else ""
+            note = _open_note(diff)
+            note = f"; {note}" if note else ""
+            parts.append(f"{m} {diff['mean']:+.4f}{spread} ({word}, {diff['n']} seed(s){note})")
+    return "; ".join(parts)
 
 
 def write_files(result: Mapping, folder: Path) -> list[Path]:
@@ -168,9 +230,12 @@ def write_files(result: Mapping, folder: Path) -> list[Path]:
         writer = csv.writer(fh)
         per_metric = ["", "_std", "_ci_lo", "_ci_hi", "_diff", "_diff_lo", "_diff_hi", "_verdict", "_p",
                       "_alpha", "_detectable", "_seeds_to_decide"]  # fmt: skip
+        matching = bool(result.get("matched"))
+        if matching:
+            per_metric += ["_matched_diff", "_matched_diff_lo", "_matched_diff_hi", "_matched_verdict"]
         writer.writerow(
             ["rank", "p_front", "point", "name", "seeds", *(m + c for m in metrics for c in per_metric),
-             "params", "trials", "verdicts"]
+             "params", "trials", "verdicts", *(["matched_reference"] if matching else [])]
         )  # fmt: skip
         rule = verdicts_note(result) if result.get("verdicts") else ""
         for r in sorted(result["points"], key=lambda r: r["rank"]):
@@ -181,9 +246,14 @@ def write_files(result: Mapping, folder: Path) -> list[Path]:
                 cells += [r[m], r[m + "_std"], *r[m + "_ci"], diff.get("mean", ""), diff.get("lo", ""),
                           diff.get("hi", ""), word, diff.get("p", ""), diff.get("alpha", ""),
                           diff.get("detectable", ""), diff.get("seeds_to_decide", "")]  # fmt: skip
+                if matching:  # against the row's matched baseline (`reference.match`)
+                    own = r.get("matched_diff", {}).get(m, {})
+                    cells += [own.get("mean", ""), own.get("lo", ""), own.get("hi", ""),
+                              r.get("matched_verdict", {}).get(m, "")]  # fmt: skip
             writer.writerow(
                 [r["rank"], r["p_front"], r["point"], row_name(r), r["seeds"], *cells,
-                 json.dumps(r["params"]), r["trials"], rule]
+                 json.dumps(r["params"]), r["trials"], rule,
+                 *([r.get("matched_reference", "")] if matching else [])]
             )  # fmt: skip
     for stale in [*folder.glob("front_*.png"), folder / "pareto.html"]:  # of an earlier analysis
         stale.unlink(missing_ok=True)

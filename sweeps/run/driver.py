@@ -51,7 +51,11 @@ class Driver:
             run.trial.set_user_attr("resumed_from", checkpoint.name)
             self.progress.say(f"trial {run.number} resumes from {checkpoint.name} (MLflow run {run_id})")
         else:
-            run_id = self.tracker.start_child(run.number, run.point, run.seed, run.point_id, resolved, design)
+            shown = {**run.point, **run.overrides}  # a confirming run's tuned value is one of its params
+            stage = {"sweep.stage": run.stage or "verdict"} if self.plan.study.tune is not None else {}
+            run_id = self.tracker.start_child(
+                run.number, shown, run.seed, run.point_id, resolved, {**design, **stage}
+            )
             resume.forget(folder)  # checkpoints without their run: started afresh
             resume.remember(folder, run_id)
         self.folders[run.number] = folder

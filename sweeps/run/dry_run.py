@@ -12,11 +12,12 @@ from sweeps.report.verdicts import looks_text, rule_for
 from sweeps.run import backends
 from sweeps.run.probe import TRIAL_THREADS_SAMPLES_PER_ROUND
 from sweeps.run.progress import duration
-from sweeps.study import Study
+from sweeps.study import Study, tuning
 from sweeps.study.architecture import arch_key, architecture
 from sweeps.study.checks import eval_tasks
 from sweeps.study.ladder import over_one_epoch, targets
-from trainers.metrics import is_exact
+from sweeps.study.reference import TOLERANCE, multiple_of
+from trainers.metrics import is_exact, is_timed
 
 
 def _resources_text(resources) -> str:
@@ -28,11 +29,11 @@ def _resources_text(resources) -> str:
 
 def plan_text(study: Study) -> str:
     backend = backends.get(study.backend)
-    space = study.search_space
+    shown = [n for n, p in study.search_space.params.items() if not p.planned_only]  # tune: below
     lines = [
         f"study        {study.name}: {study.description}".rstrip(": "),
         f"sampler      {study.sampler.kind} (seed {study.sampler.seed})",
-        f"space        {len(space)} parameter(s): {', '.join(space.params) or '-'}",
+        f"space        {len(shown)} parameter(s): {', '.join(shown) or '-'}",
     ]
     if study.sampler.kind == "grid":
         lines.append(f"grid         {len(study.grid)} point(s)")
@@ -54,7 +55,7 @@ def plan_text(study: Study) -> str:
         f"optuna       {study.storage_url()} study {study.name!r}",
         f"results      {study.results_dir()}",
     ]
-    lines += ladder_lines(study)
+    lines += ladder_lines(study) + matched_lines(study) + tune_lines(study)
     varies = len(set(study.budgets)) > 1
     if study.sampler.kind == "grid":
         for i, point in enumerate(study.planned_points()):
@@ -76,7 +77,9 @@ def _evals_lines(study: Study) -> list[str]:
 def _verdicts_lines(study: Study) -> list[str]:
     """The verdicts' rule and each planned look's boundary (sweeps.report.verdicts)."""
     tested = [o for o in study.objectives if not is_exact(o.metric)]  # exact: no test
-    family = max(study.n_points() - 1, 0) * len(tested)
+    widened = [m for m in study.matches if m.label is not None]  # reference.match: its own baselines
+    family = max(study.n_points() - 1 - len({m.label for m in widened}), 0) * len(tested)
+    family += len(widened) * len([o for o in tested if not is_timed(o.metric)])  # timed: not paired
     first, *looks = looks_text(rule_for(study), family)
     return [f"verdicts     {first}", *(f"           {line}" for line in looks)]
 
@@ -226,3 +229,42 @@ def ladder_lines(study) -> list[str]:
     )
     lines.append(f"  targets: {shown}")
     return lines
+
+
+def matched_lines(study: Study) -> list[str]:
+    """`reference.match`: each design's matched baseline, its shape and its parameter and FLOP gaps
+    to the design (sweeps.study.reference)."""
+    if study.reference_match is None:
+        return []
+    match = study.reference_match.match
+    what = "non-embedding parameters" if match == "params" else "training FLOPs per token"
+    lines = [
+        f"matched      reference.match {match}: each design also against a baseline within "
+        f"{TOLERANCE:.0%} of its {what}"
+        f" (d_ff, then d_model, in multiples of {multiple_of(study)})",
+        f"  {'design':24s}  {'params':>9s}  {'FLOPs/token':>11s}  baseline (d_model, d_ff)"
+        f"  {'params gap':>10s}  {'FLOPs gap':>9s}",
+    ]
+    for m in study.matches:
+        which = f"{m.label} ({m.d_model}, {m.d_ff})" if m.label else f"the plain one ({m.d_model}, {m.d_ff})"
+        lines.append(
+            f"  {m.name[:24]:24s}  {m.design_params:9d}  {m.design_flops:11.4g}  {which:24s}"
+            f"  {m.gap('params'):+10.2%}  {m.gap('flops'):+9.2%}"
+        )
+    return lines
+
+
+def tune_lines(study: Study) -> list[str]:
+    """`tune:`: the tuned values, the tune stage's runs and the confirming seeds (sweeps.study.tuning)."""
+    tune = study.tune
+    if tune is None:
+        return []
+    metric, direction = tuning.metric_of(study)
+    values = ", ".join(f"{v:g}" for v in tune.range.values()) + (" (log)" if tune.range.log else "")
+    runs, confirming = study.n_tune_runs(), f"{study.n_points()} x {study.repeats} confirming seed(s)"
+    return [
+        f"tune         {tune.path} at {values} x {tune.seeds} seed(s) a point,"
+        f" best mean {metric} ({direction})",
+        f"             {runs} tune run(s), then {confirming} from seed {study.seed_of(0)} at each point's"
+        " best value (split sample: the verdicts read only these)",
+    ]

@@ -41,7 +41,7 @@ from sweeps.run.plan import Plan
 from sweeps.run.probe import Probe
 from sweeps.run.progress import Progress
 from sweeps.run.tracking import Tracker, open_store, ui_hint, ui_links
-from sweeps.study import Study, load_study
+from sweeps.study import Study, load_study, tuning
 from sweeps.study.load import save_resolved
 
 EXIT_CONFIG = 2  # the study file (or the cluster) cannot run it; nothing was created
@@ -153,7 +153,8 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe, costs: dict) ->
         study.to_dict(),
         {"n_points": study.n_points(), "repeats": study.repeats, "n_runs": study.n_runs(),
          "sampler": study.sampler.kind, "backend": study.backend, "concurrency": n,
-         "done_before": done_before, "objectives": ",".join(o.metric for o in study.objectives)},
+         "done_before": done_before, "objectives": ",".join(o.metric for o in study.objectives),
+         **({"n_tune_runs": study.n_tune_runs()} if study.tune is not None else {})},
     )  # fmt: skip
     progress = Progress(
         plan.target, done_before, [(o.metric, o.direction) for o in study.objectives], n, stream
@@ -188,7 +189,8 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe, costs: dict) ->
         )
         if status == "FINISHED" and study.rungs:  # the ladder's fits and predictions, after the fronts
             scaling = report_ladder(study, plan.trials(), tracker, stream)
-        if hv := log_history(tracker, study, plan.trials()):  # every launch, interrupted ones too
+        verdict_runs = [t for t in plan.trials() if not tuning.is_tune(t)]  # tune runs: other rates
+        if hv := log_history(tracker, study, verdict_runs):  # every launch, interrupted ones too
             print(f"hypervolume history (fixed bounds): {len(hv)} trials, last {hv[-1]:.4f}", file=stream)
         costs["report_s"] = time.time() - reporting
         wall = time.time() - progress.start

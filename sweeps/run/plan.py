@@ -32,7 +32,7 @@ from optuna.trial import TrialState
 from arch.configtree import ConfigError, Issue
 from sweeps.run import adaptive
 from sweeps.run import storage as storages
-from sweeps.study import Study, samplers
+from sweeps.study import Study, samplers, tuning
 from sweeps.study.space import point_id
 
 INTERRUPTED = "interrupted"
@@ -56,6 +56,8 @@ class RunSpec:
     point_id: str
     repeat: int
     seed: int
+    stage: str | None = None  # tuning.TUNE for a tune run (`tune:`); None: a run the verdicts read
+    overrides: dict = dataclasses.field(default_factory=dict)  # a confirming run's tuned value
 
     @property
     def number(self) -> int:
@@ -97,12 +99,13 @@ class Plan:
     def target(self) -> int:
         """Runs the study makes: every point's seeds (adaptive: as decided so far)."""
         if not self.study.seeds.adaptive:
-            return self.study.n_runs()
+            return self.study.n_runs() + self.study.n_tune_runs()
         return sum(adaptive.seed_counts(self).values())
 
     def max_remaining(self) -> int:
-        """The most runs still to come (adaptive seeds: if every point went to `max`)."""
-        return max(0, self.study.n_runs_max() - self.done())
+        """The most runs still to come (adaptive seeds: if every point went to `max`; `tune:` its
+        tune stage too)."""
+        return max(0, self.study.n_runs_max() + self.study.n_tune_runs() - self.done())
 
     def lock(self):
         return storages.study_lock(self.storage, self.study.storage_url(), self.study.name)
@@ -193,13 +196,34 @@ class Plan:
             if is_done(t) or t.state in (TrialState.WAITING, TrialState.RUNNING)
         }
         counts = adaptive.extend(self, trials, is_done)  # adaptive seeds: the next round, once decided
+        chosen = self._enqueue_tuning(trials, taken)
         # Seed-major: every point with seed 0, then every point with seed 1, ...: a slow minute
         # of the machine is spread over the designs instead of landing on one point's seeds.
         for r in range(max(counts.values(), default=0)):
             for point in self.study.planned_points():
                 pid = point_id(point)
-                if r < counts[pid] and (pid, r) not in taken:
-                    self.optuna.enqueue_trial(point, user_attrs={"repeat": r, "point": pid})
+                if r >= counts[pid] or (pid, r) in taken:
+                    continue
+                attrs = {"repeat": r, "point": pid}
+                if self.study.tune is not None:  # its confirming runs wait for its tune runs
+                    if chosen.get(pid) is None:
+                        continue
+                    attrs[tuning.TUNED] = {self.study.tune.path: chosen[pid].value}
+                self.optuna.enqueue_trial(point, user_attrs=attrs)
+
+    def _enqueue_tuning(self, trials, taken) -> dict:
+        """`tune:`: enqueues the tune runs not yet taken (seed-major); returns each point's choice
+        so far (`sweeps.study.tuning.choices`: None while its tune runs are not all done)."""
+        if self.study.tune is None:
+            return {}
+        for r in range(self.study.tune.seeds):
+            for _, point in tuning.tune_points(self.study):
+                pid = point_id(point)
+                if (pid, r) not in taken:
+                    self.optuna.enqueue_trial(
+                        point, user_attrs={"repeat": r, "point": pid, tuning.STAGE: tuning.TUNE}
+                    )
+        return tuning.choices(self.study, trials, is_done)
 
     def enqueue_next_round(self) -> int:
         """Grid: enqueues what is planned (adaptive: the next round once one is decided); returns
@@ -224,23 +248,28 @@ class Plan:
 
     def prepare(self, trial: optuna.Trial) -> RunSpec:
         """Samples (or reads the enqueued) point of an asked trial and fixes its repeat and seed."""
-        point = self.space.suggest(trial)
+        planned = self.study.grid_point(trial.user_attrs.get("point", ""))  # an enqueued grid point
+        point = self.space.suggest(trial, planned)
+        stage = trial.user_attrs.get(tuning.STAGE)
         repeat = trial.user_attrs.get("repeat")
         if repeat is None:
             repeat = 0
             trial.set_user_attr("repeat", 0)
             for r in range(1, self.study.repeats):
                 self.optuna.enqueue_trial(point, user_attrs={"repeat": r, "point": point_id(point)})
-        seed = self.study.seed_of(int(repeat))
+        tune = stage == tuning.TUNE
+        seed = self.study.tune_seed_of(int(repeat)) if tune else self.study.seed_of(int(repeat))
         pid = point_id(point)
         trial.set_user_attr("point", pid)
         trial.set_user_attr("seed", seed)
         trial.set_user_attr("launch", self.launch)
-        return RunSpec(trial, point, pid, int(repeat), seed)
+        return RunSpec(
+            trial, point, pid, int(repeat), seed, stage, dict(trial.user_attrs.get(tuning.TUNED) or {})
+        )
 
     def trial_config(self, run: RunSpec):
-        """The resolved `TrialConfig` of a run (its point and seed)."""
-        return self.study.trial_config(run.point, run.seed)
+        """The resolved `TrialConfig` of a run (its point, seed and tuned value)."""
+        return self.study.trial_config(run.point, run.seed, run.overrides)
 
     def values(self, metrics: dict) -> list[float] | None:
         out = []

@@ -9,8 +9,10 @@ import re
 
 from arch.configtree import ConfigError, Issue, join
 from evals.suites import expand
+from sweeps.study import tuning
 from sweeps.study.downstream import downstream_issues
 from sweeps.study.paths import KeyPaths
+from sweeps.study.reference import MATCH
 from sweeps.study.rungs import RUNG, without_rung
 from trainers import metrics as metrics_table
 
@@ -32,6 +34,11 @@ def study_issues(study) -> list[Issue]:
             )
         )
     issues += _evals(study)
+    for name, param in study.space.items():
+        if param.type == "matched" and (name != MATCH or study.reference_match is None):
+            issues.append(Issue(f"space.{name}.type", "given 'matched' (the launcher's own, from "
+                                "reference.match); allowed: categorical, int, float, bundle"))  # fmt: skip
+    issues += tuning.issues(study)
     return issues + _repeats(study) + _scaling(study, metrics) + _margins(study, metrics)
 
 
@@ -196,6 +203,8 @@ def validate_points(study) -> list[Issue]:
         )
     if not issues:
         issues.extend(_check_paths(study))
+    if not issues and study.tune is not None:
+        issues.extend(_check_tuned(study, points))
     return issues + downstream_issues(study)
 
 
@@ -209,6 +218,21 @@ def _evals_data(study, points) -> list[Issue]:
         return []
     why = f"lm-eval scores text; given trial.data.kind {', '.join(kinds)}; allowed: text or tokens"
     return [Issue("evals", why)]
+
+
+def _check_tuned(study, points) -> list[Issue]:
+    """Every point trains at the tuned path's lowest and highest value (a path that sets nothing,
+    or a value it refuses, fails here rather than in the tune stage)."""
+    path = study.tune.path
+    if issues := study.paths.check(path, f"tune.{path}", ("trial",)):
+        return issues
+    for point in points:
+        for value in (study.tune.range.values()[0], study.tune.range.values()[-1]):
+            try:
+                study.trial_config(point, overrides={path: value})
+            except ConfigError as err:
+                return [Issue(f"tune.{path}", f"at {value:g}: trial.{err.issues[0]}")]
+    return []
 
 
 PER_TOKEN = ("val_loss", "val_ppl", "train_loss")  # per token: a byte and a BPE model's differ in kind

@@ -28,10 +28,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from arch.configtree import ConfigError, Issue, dump
+from arch.configtree import ConfigError, Issue, dump, set_path
+from sweeps.study import tuning
 from sweeps.study.checks import study_issues
 from sweeps.study.fingerprint import fingerprint
 from sweeps.study.paths import KeyPaths
+from sweeps.study.reference import MATCH, MATCH_KINDS, MatchConfig, split_reference
 from sweeps.study.rungs import RUNG, ladder_rungs
 from sweeps.study.sections import (
     EvalsConfig,
@@ -48,6 +50,7 @@ from sweeps.study.sections import (
 )
 from sweeps.study.seeds import Seeds
 from sweeps.study.space import Param, SearchSpace, point_id
+from sweeps.study.tuning import TuneConfig
 from trainers import metrics as metrics_table
 from trainers.config import TrialConfig
 
@@ -63,6 +66,12 @@ class Study:
     # The point verdicts compare against, by its params ({model.residual: baseline}); None: the
     # first point whose design is the baseline (kind none).
     reference: dict[str, Any] | None = None
+    # `reference: {match: params | flops}` (split from `reference:` as written): each design is
+    # also compared with a baseline widened to its own budget (sweeps.study.reference).
+    reference_match: MatchConfig | None = None
+    # `tune: {train.lr: {low, high, points, log}, seeds: k}`: each point at its own best value of
+    # that path, confirmed with fresh seeds (sweeps.study.tuning).
+    tune: TuneConfig | None = None
     n_trials: int | None = bounded(None, ge=1)  # points to run; None: the whole grid (grid) / 20
     repeats: int = bounded(1, ge=1)  # runs per point, seeds trial.seed + 0..repeats-1
     # Adaptive seeds (`repeats: {min: 2, max: 8}` in YAML sets repeats = min and this): after each
@@ -107,6 +116,22 @@ class Study:
                 )
                 return None
             data["repeats"], data["repeats_max"] = repeats["min"], repeats["max"]
+        if "reference_match" in data:
+            issues.append(Issue("reference_match", "given; allowed: reference: {match: params | flops}"))
+            return None
+        data["reference"], data["reference_match"] = split_reference(data.get("reference"))
+        options = data["reference_match"] or {}
+        if options.get("match", MATCH_KINDS[0]) not in MATCH_KINDS:
+            issues.append(
+                Issue("reference.match", f"given {options['match']!r}; allowed: {', '.join(MATCH_KINDS)}")
+            )
+            return None
+        multiple = options.get("multiple")
+        if multiple is not None and (
+            not isinstance(multiple, int) or isinstance(multiple, bool) or multiple < 1
+        ):
+            issues.append(Issue("reference.multiple", f"given {multiple!r}; allowed: an integer >= 1"))
+            return None
         return _workers_into_trial(data, issues)
 
     def check(self, path: str) -> list[Issue]:
@@ -138,8 +163,24 @@ class Study:
         return next((r for r in self.rungs if r["label"] == label), None)
 
     @functools.cached_property
+    def matches(self) -> list:
+        """Each design point's matched baseline (`sweeps.study.reference.Match`), [] without
+        `reference.match`. Filled in at load (where the shapes are found and checked)."""
+        return []
+
+    def grid_point(self, pid: str) -> dict | None:
+        """The grid point, or tune point (`tune:`), with id `pid` (None: not one)."""
+        return self._grid_ids.get(pid)
+
+    @functools.cached_property
+    def _grid_ids(self) -> dict[str, dict]:
+        tuned = [p for _, p in tuning.tune_points(self)] if self.tune is not None else []
+        return {point_id(p): p for p in [*self.grid, *tuned]}
+
+    @functools.cached_property
     def search_space(self) -> SearchSpace:
-        return SearchSpace(self.space, self.trial, resolve=self._resolved_config)
+        tuned = tuning.tuned_param(self.tune) if self.tune is not None else {}
+        return SearchSpace({**self.space, **tuned}, self.trial, resolve=self._resolved_config)
 
     @functools.cached_property
     def grid(self) -> list[dict]:
@@ -159,12 +200,16 @@ class Study:
         """The grid points this study runs (the first `n_trials` of the grid)."""
         return self.grid[: self.n_points()]
 
-    def trial_config(self, point: dict, seed: int | None = None):
-        """The resolved `TrialConfig` of one point (and seed); each point is parsed once."""
-        pid = point_id(point)
+    def trial_config(self, point: dict, seed: int | None = None, overrides: Mapping | None = None):
+        """The resolved `TrialConfig` of one point (and seed; `overrides`: {key path: value} set
+        on top, a confirming run's tuned value); each is parsed once."""
+        pid = point_id({**point, **(overrides or {})}) + ("+" if overrides else "")
         cfg = self._point_configs.get(pid)
         if cfg is None:
-            cfg = self._point_configs[pid] = TrialConfig.from_dict(self.search_space.apply(point))
+            tree = self.search_space.apply(point)
+            for path, value in (overrides or {}).items():
+                set_path(tree, path, value)
+            cfg = self._point_configs[pid] = TrialConfig.from_dict(tree)
         return cfg if seed is None else dataclasses.replace(cfg, seed=seed)
 
     def _resolved_config(self, point: dict):
@@ -175,7 +220,17 @@ class Study:
             return None
 
     def seed_of(self, repeat: int) -> int:
+        """The seed of a point's `repeat`-th run; with `tune:`, after the tune stage's (split sample)."""
+        return self.base.seed + (self.tune.seeds if self.tune is not None else 0) + repeat
+
+    def tune_seed_of(self, repeat: int) -> int:
         return self.base.seed + repeat
+
+    def n_tune_runs(self) -> int:
+        """Runs of the tune stage: points x tuned values x its seeds (0 without `tune:`)."""
+        if self.tune is None:
+            return 0
+        return self.n_points() * self.tune.range.points * self.tune.seeds
 
     @functools.cached_property
     def _point_configs(self) -> dict:
@@ -217,6 +272,13 @@ class Study:
         tree = dump(self)
         if self.scaling is not None:
             tree["space"] = {k: v for k, v in tree["space"].items() if k != RUNG}
+        if self.tune is not None:  # in its YAML form
+            tree["tune"] = self.tune.as_written(tree["tune"])
+        match = tree.pop("reference_match")
+        if match is not None:  # as written: in `reference:`, its shapes found again at load
+            tree["space"] = {k: v for k, v in tree["space"].items() if k != MATCH}
+            given = {k: v for k, v in match.items() if v is not None}
+            tree["reference"] = {**(tree["reference"] or {}), **given}
         return tree
 
     def fingerprint(self) -> dict[str, str]:

@@ -48,6 +48,8 @@ def fingerprint(study) -> dict[str, str]:
         **({"repeats_max": study.repeats_max} if study.repeats_max is not None else {}),  # old studies resume
         "scheduler": dump(study.scheduler),
         "reference": study.reference,
+        **({"reference_match": dump(study.reference_match)} if study.reference_match else {}),
+        **({"tune": dump(study.tune)} if study.tune is not None else {}),
         "probe": {k: v for k, v in dump(study.probe).items() if k != "max_models"},  # grouping only
         **({"hypervolume": study.hypervolume} if study.hypervolume is not None else {}),  # its scale
         **(

@@ -18,6 +18,7 @@ import yaml
 from arch.configtree import ConfigError, Issue, load_yaml, parse, parse_override, set_path
 from sweeps.study.checks import validate_points
 from sweeps.study.definition import Study
+from sweeps.study.reference import MATCH, find_matches, matched_space
 from sweeps.study.rungs import with_rungs
 
 
@@ -117,13 +118,39 @@ def study_from_dict(tree: Mapping, source: str | None = None) -> Study:
     rungs = None
     if isinstance(tree, Mapping) and tree.get("scaling") is not None:
         tree, rungs = with_rungs(tree, source)
+    study = _parsed(tree, source, rungs)
+    if study.reference_match is not None:  # the design points first, then their matched baselines
+        study = _parsed(with_matched(study, tree, source), source, rungs, study)
+    return study
+
+
+def _parsed(tree: Mapping, source: str | None, rungs, designs: Study | None = None) -> Study:
+    """The study of `tree`, validated; `designs`: the same study before its matched baselines."""
     study = parse(Study, tree, "", source)
     if rungs is not None:
         study.__dict__["rungs"] = rungs  # the cached_property's slot: expanded once, here
+    if designs is not None:
+        study.__dict__["matches"] = designs.matches
     issues = validate_points(study)
     if issues:
         raise ConfigError(issues, source)
     return study
+
+
+def with_matched(study: Study, tree: Mapping, source: str | None) -> dict:
+    """The tree with the matched baselines of `study` (sweeps.study.reference) as the last parameter
+    of `space:`; the matches are kept on `study`."""
+    if MATCH in (tree.get("space") or {}):
+        why = "the name of the matched baselines (reference.match); allowed: any other name"
+        raise ConfigError([Issue(f"space.{MATCH}", why)], source)
+    try:
+        study.__dict__["matches"] = find_matches(study)
+    except ConfigError as err:
+        raise err.with_source(source) if source else err from None
+    param = matched_space(study, study.matches)
+    if param is None:
+        return dict(tree)
+    return {**tree, "space": {**(tree.get("space") or {}), MATCH: param}}
 
 
 STUDY_FILE = "study.yaml"  # results/<name>/study.yaml: the resolved study (`sweeps.scaling fit <folder>`)

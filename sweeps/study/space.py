@@ -64,12 +64,20 @@ class Param:
 
     @classmethod
     def resolve_variant(cls, data, path: str, issues: list[Issue]):
-        kinds = {"categorical": CategoricalParam, "int": IntParam, "float": FloatParam, "bundle": BundleParam}
+        kinds = {"categorical": CategoricalParam, "int": IntParam, "float": FloatParam, "bundle": BundleParam,
+                 "matched": MatchedParam}  # fmt: skip
         kind = data.get("type")
         if kind not in kinds:
             issues.append(Issue(join(path, "type"), f"given {kind!r}; allowed: {choices(kinds)}"))
             return None
         return kinds[kind]
+
+    # An optional parameter is also left out of a point where it is active (the grid has the
+    # point without it too), and is never sampled: only a planned point sets it (MatchedParam).
+    optional = False
+    # A planned-only parameter is never in the grid nor sampled: the plan sets it on the points it
+    # enqueues itself (the tune stage's values, sweeps.study.tuning.TunedParam).
+    planned_only = False
 
     # Interface of every parameter kind.
     def suggest(self, trial, name: str):
@@ -160,6 +168,16 @@ class BundleParam(CategoricalParam):
     def set_into(self, tree: dict, name: str, label) -> None:
         for path, value in self.choices[label].items():
             set_path(tree, path, copy.deepcopy(value))
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchedParam(BundleParam):
+    """The matched baselines of `reference: {match: ...}` (sweeps.study.reference), written by the
+    launcher at load, not by hand: each label widens the reference point (`when:` its params), which
+    also stays in the grid without it."""
+
+    type: Literal["matched"] = "matched"
+    optional = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -318,9 +336,11 @@ class SearchSpace:
                 yield dict(point)
                 return
             name, param = list(self.params.items())[i]
-            if not param.active(point, self._lookup(point)):
+            if param.planned_only or not param.active(point, self._lookup(point)):
                 yield from expand(i + 1, point)
                 return
+            if param.optional:
+                yield from expand(i + 1, point)
             for value in values_of(param):
                 point[name] = value
                 yield from expand(i + 1, point)
@@ -370,11 +390,17 @@ class SearchSpace:
             self.params[name].set_into(tree, name, label)
         return tree
 
-    def suggest(self, trial) -> dict:
-        """Define-by-run sampling with an Optuna trial; returns the point (labels)."""
+    def suggest(self, trial, planned: Mapping | None = None) -> dict:
+        """Define-by-run sampling with an Optuna trial; returns the point (labels). `planned`: the
+        grid point the trial was enqueued with, whose params are exactly the ones suggested (an
+        optional parameter it leaves out is not)."""
         point: dict = {}
         for name, param in self.params.items():
-            if not param.active(point, self._lookup(point)):
+            if planned is not None and name not in planned:
+                continue
+            if planned is None and (
+                param.optional or param.planned_only or not param.active(point, self._lookup(point))
+            ):
                 continue
             point[name] = param.suggest(trial, name)
         return point

@@ -35,6 +35,11 @@ def non_embedding_params(model: dict) -> int:
     the token embedding and, when untied, the output head. Built on the meta device: no memory."""
     with torch.device("meta"):
         net = build_model(model)
+    return non_embedding_count(net)
+
+
+def non_embedding_count(net) -> int:
+    """A built model's parameters less its vocabulary tables (`non_embedding_params`)."""
     total = sum(p.numel() for p in net.parameters())
     tables = net.embed.weight.numel() * (1 if net.cfg.tie_embeddings else 2)
     return int(total - tables)
