@@ -17,6 +17,10 @@ LATER_DEFAULTS = {
     "trial.model.residual.sepln_layers": "all",
     "trial.model.residual.da_norm_form": "satformer",
     "trial.model.residual.realloc_rounding": "satformer",
+    # the recall probe measures the final weights and changes no training number
+    "trial.data.repeats": 0.0,
+    "trial.recall.windows": 128,
+    "trial.recall.at": "end",
 }
 
 

@@ -1,0 +1,76 @@
+"""`python -m bench.recall_curve TRIAL.yaml [--set key.path=value ...] [--json OUT]`: the emergence
+curve of in-context recall: one training run of the trial with the recall probe after every
+validation (`recall.at: every_eval`), printed and written as one JSON line per validation
+(tokens, val_loss, the probe's metrics). docs/verdicts/recall.md has the curves it gave.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from lightning.pytorch.loggers import Logger
+
+from arch.configtree import ConfigError
+from trainers.fit import fit
+from trainers.train import load_config
+
+SHOWN = ("val_loss", "copy_loss", "copy_gain", "copy_acc", "recall_loss", "recall_acc")
+
+
+class CurveLogger(Logger):
+    """Keeps every logged value by step: the probe's (after each validation) and val_loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps: dict[int, dict[str, float]] = {}
+
+    @property
+    def name(self) -> str:
+        return "curve"
+
+    @property
+    def version(self) -> str:
+        return "0"
+
+    def log_hyperparams(self, params, *args, **kwargs) -> None:
+        pass
+
+    def log_metrics(self, metrics, step=None) -> None:
+        self.steps.setdefault(int(step or 0), {}).update({k: float(v) for k, v in metrics.items()})
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.recall_curve", description=__doc__.split("\n\n")[0])
+    p.add_argument("trial")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
+    p.add_argument("--json", type=Path, help="write one JSON line per validation here")
+    args = p.parse_args(argv)
+    try:
+        cfg = load_config(args.trial, [*args.overrides, "recall.at=every_eval"])
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
+    logger, start = CurveLogger(), time.perf_counter()
+    fit(cfg, loggers=[logger])
+    rows = [
+        {"step": step, "tokens": step * cfg.tokens_per_step, **values}
+        for step, values in sorted(logger.steps.items())
+        if "recall_acc" in values
+    ]
+    print(f"{'tokens':>9} " + " ".join(f"{k:>11}" for k in SHOWN))
+    for row in rows:
+        print(f"{row['tokens']:>9} " + " ".join(f"{row.get(k, float('nan')):>11.4f}" for k in SHOWN))
+    print(f"{time.perf_counter() - start:.0f} s wall")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text("".join(json.dumps({"trial": args.trial, "set": args.overrides, **r}) + "\n"
+                                     for r in rows))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
