@@ -40,7 +40,13 @@ class CurveLogger(Logger):
         pass
 
     def log_metrics(self, metrics, step=None) -> None:
-        self.steps.setdefault(int(step or 0), {}).update({k: float(v) for k, v in metrics.items()})
+        values = self.steps.setdefault(int(step or 0), {})
+        values.update({k: float(v) for k, v in metrics.items()})
+        if "recall_acc" in metrics:  # as it comes: a long run shows its curve while it trains
+            print(
+                f"step {step}: " + " ".join(f"{k} {values.get(k, float('nan')):.4f}" for k in SHOWN),
+                flush=True,
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
