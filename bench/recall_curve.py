@@ -1,7 +1,8 @@
-"""`python -m bench.recall_curve TRIAL.yaml [--set key.path=value ...] [--json OUT]`: the emergence
-curve of in-context recall: one training run of the trial with the recall probe after every
-validation (`recall.at: every_eval`), printed and written as one JSON line per validation
-(tokens, val_loss, the probe's metrics). docs/verdicts/recall.md has the curves it gave.
+"""`python -m bench.recall_curve TRIAL.yaml [--set key.path=value ...] [--json OUT] [--init]`: the
+emergence curve of in-context recall: one training run of the trial with the recall probe after
+every validation (`recall.at: every_eval`), printed and written as one JSON line per validation
+(tokens, val_loss, the probe's metrics). `--init`: the probe on the trial's untrained model only
+(its seed's initial weights; 0 tokens). docs/verdicts/recall.md has the curves it gave.
 """
 
 from __future__ import annotations
@@ -12,9 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+import lightning.pytorch as pl
+import torch
 from lightning.pytorch.loggers import Logger
 
+from arch import build_model
 from arch.configtree import ConfigError
+from trainers import recall
+from trainers.data.build import build_datamodule
 from trainers.fit import fit
 from trainers.train import load_config
 
@@ -49,11 +55,27 @@ class CurveLogger(Logger):
             )
 
 
+def at_init(cfg) -> dict[str, float]:
+    """The probe on the trial's initial weights, as `fit` would build them (same seed)."""
+    if cfg.train.num_threads is not None:
+        torch.set_num_threads(cfg.train.num_threads)
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    model = build_model(cfg.model).eval()
+    data = build_datamodule(cfg)
+    data.setup()
+    start = time.process_time()
+    values = recall.measure(
+        model, data.val_arrays, cfg.data.seq_len, cfg.recall.windows, cfg.model.vocab_size
+    )
+    return {"step": 0, "tokens": 0, **values, "probe_cpu_s": time.process_time() - start}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.recall_curve", description=__doc__.split("\n\n")[0])
     p.add_argument("trial")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
     p.add_argument("--json", type=Path, help="write one JSON line per validation here")
+    p.add_argument("--init", action="store_true", help="the probe on the untrained model only")
     args = p.parse_args(argv)
     try:
         cfg = load_config(args.trial, [*args.overrides, "recall.at=every_eval"])
@@ -61,12 +83,15 @@ def main(argv: list[str] | None = None) -> int:
         print(err, file=sys.stderr)
         return 2
     logger, start = CurveLogger(), time.perf_counter()
-    fit(cfg, loggers=[logger])
-    rows = [
-        {"step": step, "tokens": step * cfg.tokens_per_step, **values}
-        for step, values in sorted(logger.steps.items())
-        if "recall_acc" in values
-    ]
+    if args.init:
+        rows = [at_init(cfg)]
+    else:
+        fit(cfg, loggers=[logger])
+        rows = [
+            {"step": step, "tokens": step * cfg.tokens_per_step, **values}
+            for step, values in sorted(logger.steps.items())
+            if "recall_acc" in values
+        ]
     print(f"{'tokens':>9} " + " ".join(f"{k:>11}" for k in SHOWN))
     for row in rows:
         print(f"{row['tokens']:>9} " + " ".join(f"{row.get(k, float('nan')):>11.4f}" for k in SHOWN))
