@@ -55,6 +55,18 @@ class CurveLogger(Logger):
             )
 
 
+class ValLoss(pl.Callback):
+    """val_loss by step, as the module computed it (Lightning hands it to loggers under its own step)."""
+
+    def __init__(self, curve: CurveLogger):
+        self.curve = curve
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if "val_loss" in trainer.callback_metrics:
+            value = float(trainer.callback_metrics["val_loss"])
+            self.curve.steps.setdefault(trainer.global_step, {})["val_loss"] = value
+
+
 def at_init(cfg) -> dict[str, float]:
     """The probe on the trial's initial weights, as `fit` would build them (same seed)."""
     if cfg.train.num_threads is not None:
@@ -86,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.init:
         rows = [at_init(cfg)]
     else:
-        fit(cfg, loggers=[logger])
+        fit(cfg, loggers=[logger], callbacks=[ValLoss(logger)])
         rows = [
             {"step": step, "tokens": step * cfg.tokens_per_step, **values}
             for step, values in sorted(logger.steps.items())
