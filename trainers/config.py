@@ -61,6 +61,8 @@ class TextDataConfig(DataConfig):
     # fraction of training windows with a span of their own tokens repeated later in them, so that
     # copying from the context pays (trainers.data.repeats); validation is untouched
     repeats: float = dataclasses.field(default=0.0, metadata={"ge": 0, "le": 1})
+    # where a repeated span's tokens come from: the window itself, or uniform over the vocabulary
+    repeat_tokens: Literal["window", "uniform"] = "window"
 
     def check(self, path: str) -> list[Issue]:
         if self.corpus not in CORPORA:

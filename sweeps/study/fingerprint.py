@@ -19,6 +19,7 @@ LATER_DEFAULTS = {
     "trial.model.residual.realloc_rounding": "satformer",
     # the recall probe measures the final weights and changes no training number
     "trial.data.repeats": 0.0,
+    "trial.data.repeat_tokens": "window",
     "trial.recall.windows": 128,
     "trial.recall.at": "end",
 }

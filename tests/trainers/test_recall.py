@@ -94,7 +94,9 @@ def test_items_plant_what_the_docstring_says(val):
     span = recall.copy_span(T)
     for i in range(WINDOWS):
         second = copy.targets["second"][i]
-        assert (second != recall.IGNORE).sum() == (copy.targets["first"][i] != recall.IGNORE).sum() == span - 1
+        assert (
+            (second != recall.IGNORE).sum() == (copy.targets["first"][i] != recall.IGNORE).sum() == span - 1
+        )
     again = recall.copy_items(val, T, WINDOWS)
     assert torch.equal(again.inputs, copy.inputs)  # fixed seed: every trial scores the same items
 
@@ -113,6 +115,7 @@ def test_probe_runs_on_text_with_room_only():
         ("recall", {"at": "always"}, "recall.at"),
         ("recall", {"window": 8}, "recall.window"),
         ("data", {"kind": "text", "repeats": 1.5}, "data.repeats"),
+        ("data", {"kind": "text", "repeat_tokens": "random"}, "data.repeat_tokens"),
     ],
 )
 def test_bad_recall_keys_are_refused_naming_the_key(key, value, fragment):
@@ -133,6 +136,9 @@ def test_plant_repeats_a_span_of_the_rows_own_tokens():
     untouched = before.copy()
     plant(untouched, np.random.default_rng(0), 0.0)
     assert np.array_equal(untouched, before)
+    uniform = before.copy()
+    plant(uniform, np.random.default_rng(0), 1.0, vocab=1000)
+    assert (uniform >= 4 * 65).any()  # tokens from the whole vocabulary, not the row
     batches = [(torch.arange(64).repeat(2, 1), torch.arange(1, 65).repeat(2, 1))]
     a, b = PlantedRepeats(batches, 1.0, 3)[0], PlantedRepeats(batches, 1.0, 3)[0]
     assert torch.equal(a[0], b[0]) and torch.equal(a[0][:, 1:], a[1][:, :-1])  # targets still shifted

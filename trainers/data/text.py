@@ -81,7 +81,8 @@ class TextDataModule(WindowDataModule):
         fresh = self.train_set is None
         super().setup(stage)
         if fresh and self.cfg.repeats:
-            self.train_set = PlantedRepeats(self.train_set, self.cfg.repeats, self.seed)
+            vocab = self.cfg.vocab_size("", []) if self.cfg.repeat_tokens == "uniform" else None
+            self.train_set = PlantedRepeats(self.train_set, self.cfg.repeats, self.seed, vocab)
 
     def arrays(self):
         train, val, self.meta = tokenized_corpus(self.cfg, self.root)
