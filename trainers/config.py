@@ -58,6 +58,11 @@ class TextDataConfig(DataConfig):
     bpe_vocab_size: int = _at_least(4096, 260)
     val_fraction: float = dataclasses.field(default=0.05, metadata={"gt": 0, "lt": 0.5})
     max_bytes: int | None = None  # cap the corpus size (None: all of it)
+    # fraction of training windows with a span of their own tokens repeated later in them, so that
+    # copying from the context pays (trainers.data.repeats); validation is untouched
+    repeats: float = dataclasses.field(default=0.0, metadata={"ge": 0, "le": 1})
+    # where a repeated span's tokens come from: the window itself, or uniform over the vocabulary
+    repeat_tokens: Literal["window", "uniform"] = "window"
 
     def check(self, path: str) -> list[Issue]:
         if self.corpus not in CORPORA:
@@ -237,11 +242,22 @@ class TrainConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class RecallConfig:
+    """The in-context recall probe on the validation text at the end of training (trainers.recall):
+    copy_* and recall_* metrics. It runs on text and token data with seq_len >= 32."""
+
+    windows: int = _at_least(128, 0)  # windows of each of its two probes (copy, lookup); 0: off
+    # end: after the final validation; every_eval: after every validation too (the emergence curve)
+    at: Literal["end", "every_eval"] = "end"
+
+
+@dataclasses.dataclass(frozen=True)
 class TrialConfig:
     seed: int = 0
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     data: DataConfig = dataclasses.field(default_factory=TextDataConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    recall: RecallConfig = dataclasses.field(default_factory=RecallConfig)
 
     @property
     def tokens_per_step(self) -> int:

@@ -98,6 +98,12 @@ def _probe(name: str, unit: str) -> Metric:
     )  # fmt: skip
 
 
+def _recall(name: str, unit: str, direction: Direction) -> Metric:
+    """The recall probe's (trainers.recall): the same items for every trial, measured on the final
+    weights, which every data-parallel worker holds alike."""
+    return Metric(name, unit, direction, "seed", "same", objective=True, needs_data=("text", "tokens"))
+
+
 ENTRIES = (
     _loss("val_loss", "nats/token"),
     _loss("val_ppl", "perplexity"),
@@ -107,6 +113,12 @@ ENTRIES = (
     ),
     _loss("train_loss", "nats/token"),
     Metric("mqar_acc", "fraction", "maximize", "seed", "global", objective=True, needs_data="mqar"),
+    # the in-context recall probe on the validation text (trainers.recall; docs/results.md)
+    _recall("copy_loss", "nats/token", "minimize"),
+    _recall("copy_acc", "fraction", "maximize"),
+    _recall("copy_gain", "nats/token", "maximize"),
+    _recall("recall_loss", "nats/token", "minimize"),
+    _recall("recall_acc", "fraction", "maximize"),
     _probe("tokens_per_s", "tokens/s"),
     _probe("tokens_per_s_ratio", "x the baseline's"),
     _memory("peak_mem_mb", objective=True, shown="relative"),

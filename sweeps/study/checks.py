@@ -15,6 +15,7 @@ from sweeps.study.paths import KeyPaths
 from sweeps.study.reference import MATCH
 from sweeps.study.rungs import RUNG, without_rung
 from trainers import metrics as metrics_table
+from trainers import recall
 
 
 def study_issues(study) -> list[Issue]:
@@ -179,6 +180,10 @@ def validate_points(study) -> list[Issue]:
     for i, objective in enumerate(study.objectives):
         if problem := metrics_table.data_issue(objective.metric, base.data.kind):
             issues.append(Issue(f"objectives[{i}].metric", problem))
+        elif objective.metric in recall.METRICS and (
+            problem := recall.probe_issue(base.recall.windows, base.data.kind, base.data.seq_len)
+        ):
+            issues.append(Issue(f"objectives[{i}].metric", f"given {objective.metric!r}; {problem}"))
     issues.extend(_evals_data(study, points))
     issues.extend(_per_token_across_tokenizers(study, points))
     if study.scheduler.kind == "asha":

@@ -17,6 +17,11 @@ LATER_DEFAULTS = {
     "trial.model.residual.sepln_layers": "all",
     "trial.model.residual.da_norm_form": "satformer",
     "trial.model.residual.realloc_rounding": "satformer",
+    # the recall probe measures the final weights and changes no training number
+    "trial.data.repeats": 0.0,
+    "trial.data.repeat_tokens": "window",
+    "trial.recall.windows": 128,
+    "trial.recall.at": "end",
 }
 
 

@@ -16,6 +16,7 @@ from trainers.config import TextDataConfig
 from trainers.data.cache import cache_root, save_json, save_npy
 from trainers.data.corpora import load_corpus, sha256
 from trainers.data.registry import register_data
+from trainers.data.repeats import PlantedRepeats
 from trainers.data.tokenizer import make_tokenizer
 from trainers.data.windows import WindowDataModule
 
@@ -75,6 +76,13 @@ class TextDataModule(WindowDataModule):
         super().__init__(seq_len=cfg.seq_len, **kw)
         self.cfg, self.root = cfg, cache_root(data_root)
         self.meta: dict = {}
+
+    def setup(self, stage: str | None = None) -> None:
+        fresh = self.train_set is None
+        super().setup(stage)
+        if fresh and self.cfg.repeats:
+            vocab = self.cfg.vocab_size("", []) if self.cfg.repeat_tokens == "uniform" else None
+            self.train_set = PlantedRepeats(self.train_set, self.cfg.repeats, self.seed, vocab)
 
     def arrays(self):
         train, val, self.meta = tokenized_corpus(self.cfg, self.root)

@@ -120,6 +120,8 @@ class LMDataModule(pl.LightningDataModule):
     # UTF-8 bytes each token id stands for, once `setup` ran (None: the data has no text bytes):
     # the module logs val_bpb with it.
     token_bytes: np.ndarray | None = None
+    # The validation token arrays, once `setup` ran (None: the data is not text, e.g. MQAR).
+    val_arrays: list[np.ndarray] | None = None
 
     def __init__(self, batch_size: int, train_batches: int, val_batches: int, seed: int):
         super().__init__()
@@ -204,6 +206,7 @@ class WindowDataModule(LMDataModule):
         if self.train_set is not None:
             return
         train, val = self.arrays()
+        self.val_arrays = val  # the validation tokens, for probes of the trained model (trainers.recall)
         if self.order == "chunks":
             self.train_set = ChunkBatches(train, self.seq_len, self.batch_size, self.train_batches, self.seed)
             self.val_set = ChunkBatches(val, self.seq_len, self.batch_size, self.val_batches, VAL_SEED)
