@@ -73,7 +73,7 @@ class MemoryFit:
         points = sorted(self.loss_points)
         if n <= points[0][0]:
             return float(points[0][1])
-        for (n0, v0), (n1, v1) in zip(points, points[1:]):
+        for (n0, v0), (n1, v1) in zip(points, points[1:], strict=False):
             if n <= n1 or (n1, v1) == points[-1]:
                 return v0 + (v1 - v0) * (n - n0) / (n1 - n0)
         return float(points[-1][1])

@@ -91,7 +91,9 @@ def seq0_for(cfg: TrialConfig, seq0: int = SEQ0) -> int:
     return max(1, min(seq0, cfg.model.max_seq_len // 4))
 
 
-def measure(cfg: TrialConfig, precision: str, loss: str, blocks: bool, up_to: int, seq0: int = SEQ0, check=True):
+def measure(
+    cfg: TrialConfig, precision: str, loss: str, blocks: bool, up_to: int, seq0: int = SEQ0, check=True
+):
     """The samples of `cfg`'s step (see the module docstring); `loss`: plain or chunked; `up_to`:
     the most positions a micro-batch will be asked about (the loss alone is measured that far, or
     to two chunks)."""
@@ -201,3 +203,15 @@ def measure_loss(cfg: TrialConfig, precision: str, loss: str, sizes) -> dict[str
 def real_chunk(vocab: int) -> int:
     """Positions of one chunk of the chunked loss in a trial (trainers.loss)."""
     return chunk_positions(vocab)
+
+
+def measure_at(cfg: TrialConfig, precision: str, loss: str, blocks: bool, rows: int, seq_len: int) -> Sample:
+    """One step measured at `rows` x `seq_len` (after a warm-up step), with the trial's chunk: what
+    the plan predicts, measured (tests, docs/memory_plan.md)."""
+    torch.manual_seed(0)
+    model = build_model(cfg.model).to(dtype=param_dtype(precision))
+    optimizer = build_optimizer(model, cfg.train)
+    chunk = chunk_positions(cfg.model.vocab_size)
+    step = _Step(model, optimizer, loss, blocks, autocast_dtype(precision), cfg.train.grad_clip, chunk)
+    step.run(_batch(cfg.model.vocab_size, 2, min(seq_len, 2 * SEQ0)), meter=None)
+    return step.measured(_batch(cfg.model.vocab_size, rows, seq_len))
