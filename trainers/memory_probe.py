@@ -143,7 +143,7 @@ class _Step:
 
     def run(self, x, meter):
         mark = meter.mark if meter is not None else (lambda name: None)
-        with torch.autocast("cpu", dtype=self.autocast, enabled=self.autocast is not None):
+        with torch.autocast(x.device.type, dtype=self.autocast, enabled=self.autocast is not None):
             h = self.model.hidden(x[:, :-1], checkpoint_blocks=self.blocks)
             h.register_hook(lambda grad: mark(BLOCKS_BACKWARD_STARTS))
             mark(LOSS_STARTS)
@@ -159,10 +159,14 @@ class _Step:
         self.optimizer.zero_grad(set_to_none=True)
 
     def measured(self, x) -> Sample:
-        meter = StepMemoryMeter("cpu", keep_trace=True)
+        """The step at x's shape, measured on x's device (the allocator's peak on CUDA: no trace)."""
+        meter = StepMemoryMeter(x.device, keep_trace=x.device.type == "cpu")
         meter.start(self.model, self.optimizer, x)
         self.run(x, meter)
         reading = meter.stop()
+        rows, width = x.shape
+        if not meter.trace:
+            return Sample(rows, width - 1, {}, 0, reading.peak, reading.activations)
         trace, marks = meter.trace, meter.marks
         bounds = [marks[LOSS_STARTS], marks[BLOCKS_BACKWARD_STARTS], marks[OPTIMIZER_MARK]]
         windows = {
@@ -171,7 +175,6 @@ class _Step:
             "optimizer": trace[bounds[2] :],
         }
         loss_start = trace[bounds[0] - 1] if bounds[0] else meter.static
-        rows, width = x.shape
         return Sample(rows, width - 1, windows, loss_start, reading.peak, reading.activations)
 
 
@@ -205,13 +208,15 @@ def real_chunk(vocab: int) -> int:
     return chunk_positions(vocab)
 
 
-def measure_at(cfg: TrialConfig, precision: str, loss: str, blocks: bool, rows: int, seq_len: int) -> Sample:
-    """One step measured at `rows` x `seq_len` (after a warm-up step), with the trial's chunk: what
-    the plan predicts, measured (tests, docs/memory_plan.md)."""
+def measure_at(
+    cfg: TrialConfig, precision: str, loss: str, blocks: bool, rows: int, seq_len: int, device="cpu"
+):
+    """One step measured at `rows` x `seq_len` on `device` (after a warm-up step), with the trial's
+    chunk: what the plan predicts, measured (tests, docs/memory_plan.md, bench.gpu_check on CUDA)."""
     torch.manual_seed(0)
-    model = build_model(cfg.model).to(dtype=param_dtype(precision))
+    model = build_model(cfg.model).to(device, dtype=param_dtype(precision))
     optimizer = build_optimizer(model, cfg.train)
     chunk = chunk_positions(cfg.model.vocab_size)
     step = _Step(model, optimizer, loss, blocks, autocast_dtype(precision), cfg.train.grad_clip, chunk)
-    step.run(_batch(cfg.model.vocab_size, 2, min(seq_len, 2 * SEQ0)), meter=None)
-    return step.measured(_batch(cfg.model.vocab_size, rows, seq_len))
+    step.run(_batch(cfg.model.vocab_size, 2, min(seq_len, 2 * SEQ0)).to(device), meter=None)
+    return step.measured(_batch(cfg.model.vocab_size, rows, seq_len).to(device))
