@@ -17,6 +17,7 @@ LATER_DEFAULTS = {
     "trial.model.residual.sepln_layers": "all",
     "trial.model.residual.da_norm_form": "satformer",
     "trial.model.residual.realloc_rounding": "satformer",
+    "trial.train.micro_batch": None,  # null: batch_size and grad_accum as given
 }
 
 
