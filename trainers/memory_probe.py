@@ -203,11 +203,6 @@ def measure_loss(cfg: TrialConfig, precision: str, loss: str, sizes) -> dict[str
     return out
 
 
-def real_chunk(vocab: int) -> int:
-    """Positions of one chunk of the chunked loss in a trial (trainers.loss)."""
-    return chunk_positions(vocab)
-
-
 def measure_at(
     cfg: TrialConfig, precision: str, loss: str, blocks: bool, rows: int, seq_len: int, device="cpu"
 ):
