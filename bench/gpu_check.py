@@ -18,6 +18,14 @@ Checks, in order (`CHECKS`):
 - loss: one bf16 training step at vocab 32000 along each `train.loss` path (plain, chunked, chunked
   with block recomputation, and fused when liger-kernel is installed: `pip install -e '.[fused-loss]'`)
   side by side (bench.loss_paths): the losses must agree and chunked must lower the peak.
+- plan: the memory plan (sweeps.run.memory: measured on this machine's CPU, extrapolated in tokens)
+  against the CUDA allocator's peak (torch.cuda.max_memory_allocated) of one optimizer step of
+  studies/paper/small.yaml's baseline and SATFormer at the real per-GPU micro-batch the plan lets fit
+  this GPU (64 x 4096 when it fits, else the largest that does, with activation checkpointing when
+  nothing does without), bf16-true, the trial's loss path (fused with liger-kernel: the plan measured
+  chunked in its place). Passes when the allocator's peak is within the plan's headroom
+  (`memory.HEADROOM`); prints the ratio. NEVER RUN ON A GPU YET (written without one; its Python is
+  tested on CPU at a toy size, tests/bench/test_gpu_check.py).
 Not checked: NCCL (data parallelism needs two GPUs; NCCL refuses two ranks on one device).
 """
 
@@ -279,6 +287,56 @@ def check_loss(shards: str, device="cuda", batch=8, seq_len=1024, vocab=VOCAB, c
     return results
 
 
+PAPER_SMALL = REPO / "studies" / "paper" / "small.yaml"
+PLAN_DESIGNS = ("baseline", "satformer")
+
+
+def check_plan(shards: str, device="cuda", study_path=PAPER_SMALL, overrides=(), budget=None) -> list[Result]:
+    """The plan against the allocator (see the module docstring); `budget`: bytes the plan may use
+    (default: this GPU's size x the headroom)."""
+    import torch
+
+    # Lazy, as in `_fit`: the launcher's modules load only where the check runs.
+    from sweeps.run import memory
+    from sweeps.study import load_study
+    from trainers.memory_probe import measure_at
+
+    with tempfile.TemporaryDirectory(prefix="gpu_check_plan_") as out:
+        study = load_study(study_path, [f"trial.data.path={shards}", f"output.dir={out}", *overrides])
+        if budget is None:
+            budget = torch.cuda.get_device_properties(0).total_memory * memory.HEADROOM
+        plans = memory.Plans(study)
+        results = []
+        for point in study.planned_points():
+            label = str(next(iter(point.values())))
+            if label not in PLAN_DESIGNS:
+                continue
+            cfg = study.trial_config(point)
+            setup = memory.setup_of(cfg)
+            rows, seq = memory.rows_per_step(cfg), cfg.data.seq_len
+            best = plans.fit_of(cfg, setup).largest_fitting(budget, rows, seq)
+            if best is None:  # nothing fits without recomputing the blocks
+                setup = memory.setup_of(cfg, blocks=True)
+                best = plans.fit_of(cfg, setup).largest_fitting(budget, rows, seq)
+            if best is None:
+                results.append(Result("plan", label, False, note="no micro-batch fits, even with blocks"))
+                continue
+            loss = setup.loss_asked if torch.device(device).type == "cuda" else setup.loss
+            step = measure_at(cfg, setup.precision, loss, setup.blocks, best.rows, seq, device)
+            plan_peak = best.peak - (best.grads if best.grad_accum > 1 else 0)  # one step, no accumulation
+            values = {
+                "micro_batch": f"{best.rows}x{seq} (accum {best.grad_accum})",
+                "ckpt": "blocks" if setup.blocks else "none",
+                "loss": loss,
+                "plan_GiB": f"{plan_peak / 2**30:.2f}",
+                "allocator_GiB": f"{step.peak / 2**30:.2f}",
+                "ratio": ratio(step.peak, plan_peak),
+            }
+            ok = step.peak <= plan_peak / memory.HEADROOM
+            results.append(Result("plan", f"paper small {label}", ok, values, f"headroom {memory.HEADROOM}"))
+        return results
+
+
 CHECKS: list[tuple[str, Callable[[str], list[Result]]]] = [
     ("trials", check_trials),
     ("memory", check_memory),
@@ -286,6 +344,7 @@ CHECKS: list[tuple[str, Callable[[str], list[Result]]]] = [
     ("ray", check_ray),
     ("compile", check_compile),
     ("loss", check_loss),
+    ("plan", check_plan),
 ]
 
 _START = time.perf_counter()

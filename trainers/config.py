@@ -187,6 +187,10 @@ class TrainConfig:
     tokens: int = _at_least(1_000_000)  # training budget; steps are derived from it
     batch_size: int = _at_least(16)
     grad_accum: int = _at_least(1)
+    # auto: the launcher's memory plan (sweeps.run.memory) picks the largest per-worker micro-batch
+    # that fits the GPU and sets batch_size and grad_accum to it, the global batch (batch_size x
+    # grad_accum) unchanged; None: batch_size and grad_accum as given.
+    micro_batch: Literal["auto"] | None = None
     lr: float = dataclasses.field(default=3e-3, metadata={"gt": 0})
     min_lr_ratio: float = dataclasses.field(default=0.1, metadata={"ge": 0, "le": 1})
     weight_decay: float = dataclasses.field(default=0.1, metadata={"ge": 0})

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 import lightning.pytorch as pl
 import torch
 
+from arch.configtree import ConfigError, Issue
 from trainers.callbacks import GateStats, ModelStats, StepMemory, Throughput
 from trainers.checkpoint_files import latest_valid
 from trainers.config import TrialConfig
@@ -74,6 +75,16 @@ def fit(
     NaN/inf loss and `ConfigError` on an invalid mapping.
     """
     cfg = config if isinstance(config, TrialConfig) else TrialConfig.from_dict(config)
+    if cfg.train.micro_batch == "auto":
+        raise ConfigError(
+            [
+                Issue(
+                    "train.micro_batch",
+                    "given 'auto', which the launcher's memory plan resolves (python -m sweeps.launch); "
+                    "allowed here: null (batch_size and grad_accum as given)",
+                )
+            ]
+        )
     kwargs = dict(
         loggers=list(loggers), callbacks=list(callbacks), data_root=data_root,
         checkpoint_path=checkpoint_path, progress_bar=progress_bar, checkpoint_dir=checkpoint_dir,

@@ -11,6 +11,7 @@ state and activations (what the forward pass leaves alive for backward, read whe
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import gc
@@ -22,6 +23,7 @@ import torch
 
 MIB = 1 << 20
 MARK = "satsweep.backward_starts"  # the profiler annotation at the start of backward
+OPTIMIZER_MARK = "satsweep.optimizer_starts"  # ... and at the start of the optimizer step
 
 
 def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
@@ -52,6 +54,10 @@ class StepMemoryReading:
     optimizer: int
     activations: int
     comm_buckets: int = 0  # data-parallel: DDP's flat gradient buckets (one more copy of the grads)
+    # The peak before the optimizer step (forward and backward), when the step called
+    # `optimizer_starts()`: the memory plan (trainers.memory_fit) extrapolates it in tokens, while
+    # the optimizer step's own peak does not grow with the batch.
+    before_optimizer: int | None = None
 
     def metrics(self) -> dict[str, float]:
         out = {
@@ -79,11 +85,17 @@ class StepMemoryMeter:
     """`start(model, optimizer, batch)`, the step (calling `backward_starts()` just before the first
     backward), then `stop() -> StepMemoryReading`. See the module docstring for the definition."""
 
-    def __init__(self, device):
+    def __init__(self, device, keep_trace: bool = False):
         self.device = torch.device(device)
+        # CPU only: keep the live bytes after every allocation and free, in time order (`trace`),
+        # and where each `mark(name)` fell in it (`marks`: the number of events before it).
+        self.keep_trace = keep_trace
+        self.trace: list[int] = []
+        self.marks: dict[str, int] = {}
         self._profiler = None
         self._gc_was_enabled = False
         self.at_backward: int | None = None
+        self.before_optimizer: int | None = None
 
     @property
     def cuda(self) -> bool:
@@ -97,7 +109,7 @@ class StepMemoryMeter:
         self.static = comm_buckets + tensor_bytes(
             [*params, *grads, *model.buffers(), *optimizer_state_tensors(optimizer), *batch_tensors]
         )
-        self.at_backward = None
+        self.at_backward = self.before_optimizer = None
         # Garbage of earlier work (a previous trial in this process) collected in the middle of
         # the step would free memory the step never allocated: collect it now, and not during.
         gc.collect()
@@ -125,6 +137,24 @@ class StepMemoryMeter:
         with torch.profiler.record_function(MARK):
             pass
 
+    def optimizer_starts(self) -> None:
+        """Marks the end of forward and backward (optional; gives `before_optimizer`)."""
+        if self.before_optimizer is not None or (self._profiler is None and not self.cuda):
+            return
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            self.before_optimizer = torch.cuda.max_memory_allocated(self.device)
+            return
+        self.before_optimizer = -1  # read from the profiler's events at the end
+        with torch.profiler.record_function(OPTIMIZER_MARK):
+            pass
+
+    def mark(self, name: str) -> None:
+        """A named point of the step, for `trace` (CPU)."""
+        if self._profiler is not None:
+            with torch.profiler.record_function(name):
+                pass
+
     def stop(self) -> StepMemoryReading:
         self._restore_gc()
         params = list(self.model.parameters())
@@ -137,9 +167,13 @@ class StepMemoryMeter:
         else:
             with _quiet_native_stderr():
                 self._profiler.stop()
-            rise, activations = _running_peak(self._profiler)
+            rise, activations, rise_before = _running_peak(self._profiler)
+            if self.keep_trace:
+                self.trace, self.marks = _trace(self._profiler, self.static)
             self._profiler = None
             peak = self.static + rise
+            if self.before_optimizer is not None:
+                self.before_optimizer = self.static + rise_before
         return StepMemoryReading(
             peak=peak,
             params=tensor_bytes(params),
@@ -147,6 +181,7 @@ class StepMemoryMeter:
             optimizer=optimizer,
             activations=activations,
             comm_buckets=self.comm_buckets,
+            before_optimizer=self.before_optimizer,
         )
 
     def abandon(self) -> None:
@@ -183,16 +218,39 @@ def _quiet_native_stderr():
         os.close(devnull)
 
 
-def _running_peak(prof) -> tuple[int, int]:
-    """(largest running sum of allocations minus frees, the running sum at the backward mark)."""
+def _running_peak(prof) -> tuple[int, int, int]:
+    """(largest running sum of allocations minus frees, the running sum at the backward mark, the
+    largest running sum before the optimizer mark (the whole step's without that mark))."""
     events = prof.profiler.kineto_results.events()
-    marks = [e.start_ns() for e in events if e.name() == MARK]
-    mark = marks[0] if marks else None
-    running = peak = 0
+
+    def first(name):
+        return next(iter(sorted(e.start_ns() for e in events if e.name() == name)), None)
+
+    mark, optimizer_mark = first(MARK), first(OPTIMIZER_MARK)
+    running = peak = peak_before = 0
     at_mark = None
     for e in sorted((e for e in events if e.name() == "[memory]"), key=lambda e: e.start_ns()):
         if mark is not None and at_mark is None and e.start_ns() > mark:
             at_mark = running
         running += e.nbytes()
         peak = max(peak, running)
-    return peak, (at_mark if at_mark is not None else 0)
+        if optimizer_mark is None or e.start_ns() < optimizer_mark:
+            peak_before = peak
+    return peak, (at_mark if at_mark is not None else 0), peak_before
+
+
+def _trace(prof, static: int) -> tuple[list[int], dict[str, int]]:
+    """(live bytes after each allocation or free in time order, {annotation: events before it})."""
+    events = prof.profiler.kineto_results.events()
+    memory = sorted((e for e in events if e.name() == "[memory]"), key=lambda e: e.start_ns())
+    times = [e.start_ns() for e in memory]
+    first: dict[str, int] = {}
+    for e in events:
+        if e.name().startswith("satsweep."):
+            first[e.name()] = min(first.get(e.name(), e.start_ns()), e.start_ns())
+    marks = {name: bisect.bisect_left(times, start) for name, start in first.items()}
+    running, trace = static, []
+    for e in memory:
+        running += e.nbytes()
+        trace.append(running)
+    return trace, marks

@@ -10,6 +10,7 @@ from arch.config import presets
 from sweeps.report.costs import costs_path, load_costs
 from sweeps.report.verdicts import looks_text, rule_for
 from sweeps.run import backends
+from sweeps.run.memory import table_lines
 from sweeps.run.probe import TRIAL_THREADS_SAMPLES_PER_ROUND
 from sweeps.run.progress import duration
 from sweeps.study import Study, tuning
@@ -56,11 +57,17 @@ def plan_text(study: Study) -> str:
         f"results      {study.results_dir()}",
     ]
     lines += ladder_lines(study) + matched_lines(study) + tune_lines(study)
+    lines += table_lines(study, study.launch_plans.get("memory"))
     varies = len(set(study.budgets)) > 1
     if study.sampler.kind == "grid":
         for i, point in enumerate(study.planned_points()):
             budget = f"  ({study.trial_config(point).train.tokens} tokens)" if varies else ""
-            lines.append(f"  point {i:3d}  " + ", ".join(f"{k}={v}" for k, v in point.items()) + budget)
+            lines.append(
+                f"  point {i:3d}  "
+                + ", ".join(f"{k}={v}" for k, v in point.items())
+                + budget
+                + _split(study, point)
+            )
     return "\n".join(lines)
 
 
@@ -72,6 +79,19 @@ def _evals_lines(study: Study) -> list[str]:
     limit = f"{evals.limit} document(s) a task" if evals.limit else "every document"
     where = f", tasks from {evals.include_path}" if evals.include_path else ""
     return [f"evals        {', '.join(eval_tasks(study))} at the end of each run ({limit}{where})"]
+
+
+def _split(study: Study, point) -> str:
+    """The split `train.micro_batch: auto` chose, the global batch beside it."""
+    if study.base.train.micro_batch != "auto":
+        return ""
+    t = study.trial_config(point).train
+    return (
+        f"  (micro_batch auto: train.batch_size {t.batch_size} x grad_accum {t.grad_accum} = global batch "
+        f"{t.batch_size * t.grad_accum}, as given {study.base.train.batch_size} x "
+        f"{study.base.train.grad_accum}; "
+        f"eval_batches {t.eval_batches})"
+    )
 
 
 def _verdicts_lines(study: Study) -> list[str]:

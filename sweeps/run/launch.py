@@ -37,6 +37,7 @@ from sweeps.run import backends
 from sweeps.run.driver import Driver
 from sweeps.run.dry_run import plan_text
 from sweeps.run.eval_checks import eval_issues
+from sweeps.run.memory import memory_issues, table_lines
 from sweeps.run.plan import Plan
 from sweeps.run.probe import Probe
 from sweeps.run.progress import Progress
@@ -66,6 +67,8 @@ def load(path, overrides=()) -> Study:
     every problem a launch can know before it starts anything, as one ConfigError naming the file."""
     study = load_study(path, overrides)
     issues = backends.study_issues(study) + eval_issues(study)
+    if not issues:  # the memory plan measures: only for a study that can otherwise run
+        issues, study.launch_plans["memory"] = memory_issues(study, stream=sys.stderr)
     if issues:
         raise ConfigError(issues, str(path))
     return study
@@ -229,6 +232,7 @@ def main(argv=None) -> int:
     if args.dry_run:
         print(plan_text(study))
         return 0
+    print("\n".join(table_lines(study, study.launch_plans.get("memory"))))  # before any trial starts
     try:
         return launch(study)
     except ConfigError as err:  # a cluster without the resources a trial asks for

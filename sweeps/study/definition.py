@@ -212,6 +212,21 @@ class Study:
             cfg = self._point_configs[pid] = TrialConfig.from_dict(tree)
         return cfg if seed is None else dataclasses.replace(cfg, seed=seed)
 
+    def set_split(self, point: dict, batch_size: int, grad_accum: int, eval_batches: int) -> None:
+        """`train.micro_batch: auto` resolved (sweeps.run.memory): the point's micro-step batch and
+        accumulation, the global batch batch_size x grad_accum unchanged (checked)."""
+        cfg = self.trial_config(point)
+        train = cfg.train
+        if batch_size * grad_accum != train.batch_size * train.grad_accum:
+            raise ValueError(
+                f"split {batch_size} x {grad_accum} changes the global batch "
+                f"{train.batch_size} x {train.grad_accum}"
+            )
+        train = dataclasses.replace(
+            train, batch_size=batch_size, grad_accum=grad_accum, eval_batches=eval_batches, micro_batch=None
+        )
+        self._point_configs[point_id(point)] = dataclasses.replace(cfg, train=train)
+
     def _resolved_config(self, point: dict):
         """The point's trial config, or None when it does not parse (for `when:` look-ups)."""
         try:
@@ -234,6 +249,11 @@ class Study:
 
     @functools.cached_property
     def _point_configs(self) -> dict:
+        return {}
+
+    @functools.cached_property
+    def launch_plans(self) -> dict:
+        """What the launcher worked out at load for this study (sweeps.run.memory: "memory")."""
         return {}
 
     @property

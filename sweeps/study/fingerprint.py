@@ -22,6 +22,7 @@ LATER_DEFAULTS = {
     "trial.data.repeat_tokens": "window",
     "trial.recall.windows": 128,
     "trial.recall.at": "end",
+    "trial.train.micro_batch": None,  # null: batch_size and grad_accum as given
 }
 
 

@@ -87,6 +87,9 @@ class ResourcesConfig:
     workers: int = bounded(1, ge=1)
     cpus: float = bounded(1.0, gt=0)
     gpus: float = bounded(0.0, ge=0)
+    # GiB of one GPU: the memory plan (sweeps.run.memory) refuses a point whose predicted peak,
+    # with headroom, exceeds it. None: the CUDA device's own size when there is one, else no check.
+    gpu_memory_gb: float | None = bounded(None, gt=0)
 
     @property
     def total_cpus(self) -> float:

@@ -28,7 +28,7 @@ def test_without_cuda_it_says_so_and_exits_2():
 
 def test_the_checks_and_their_order():
     checks = [name for name, _ in gpu_check.CHECKS]
-    assert checks == ["trials", "memory", "precision", "ray", "compile", "loss"]
+    assert checks == ["trials", "memory", "precision", "ray", "compile", "loss", "plan"]
     assert gpu_check.PAPER_DESIGNS is paper_designs.PAPER_DESIGNS  # every paper design, one list
     assert list(gpu_check.SCALES) == ["mini", "small"] and gpu_check.BUDGET_S <= 300
 
@@ -127,3 +127,17 @@ def test_loss_check_at_a_toy_size_on_cpu(shards):
     assert list(rows) == ["plain", "chunked", "chunked+blocks", "fused"]
     assert all(rows[k].ok for k in ("plain", "chunked", "chunked+blocks")), results
     assert not rows["fused"].ok and "not run" in rows["fused"].note
+
+
+def test_plan_check_at_a_toy_size_on_cpu(shards):
+    """The Python around the plan-vs-allocator check (never run on a GPU yet): the paper's small study
+    shrunk to a toy model, the CPU meter standing in for the allocator."""
+    toy = [
+        "trial.model.n_layers=2", "trial.model.d_model=64", "trial.model.n_heads=2", "trial.model.d_ff=128",
+        "trial.data.seq_len=128", "trial.train.batch_size=16",
+    ]  # fmt: skip
+    results = gpu_check.check_plan(shards, device="cpu", overrides=toy, budget=2**40)
+    assert [r.name for r in results] == ["paper small baseline", "paper small satformer"]
+    for r in results:
+        assert r.ok and r.values["micro_batch"] == "2x128 (accum 1)", format_table(results)
+        assert 0.97 <= float(r.values["ratio"].rstrip("x")) <= 1.03  # the meter against its own plan
