@@ -3,12 +3,15 @@
     python -m sweeps.report.calibrate --repeats 3..5 --points 4 --effect 0 --sims 20000 --json out.json
 
 K points are compared with a reference over paired seeds; each point's paired differences are
-normal with mean `effect` paired standard deviations (0: the null, no point differs). Adaptive
-seeds follow the launcher (`sweeps.run.adaptive`): every point starts at `min` seeds; after each round
-the verdicts of the whole family are computed with the same functions the fronts use
-(`sweeps.report.verdicts`: the planned looks' p-values, Holm, the adjusted intervals, the words)
-and each point still open (neither better, worse nor equivalent) below `max` gets one more seed.
-The verdicts reported are those of the last round, as the final analysis reports them.
+normal with mean `effect` paired standard deviations (0: the null, no point differs), or, with
+`--shape FILE`, drawn with replacement from measured differences centred and scaled to SD 1 (the
+measured shape: a t interval's odds under it, where the differences are skewed or heavy-tailed,
+need not be the normal's). Adaptive seeds follow the launcher (`sweeps.run.adaptive`): every point
+starts at `min` seeds; after each round the verdicts of the whole family are computed with the same
+functions the fronts use (`sweeps.report.verdicts`: the planned looks' p-values, Holm, the adjusted
+intervals, the words) and each point still open (neither better, worse nor equivalent) below `max`
+gets one more seed. The verdicts reported are those of the last round, as the final analysis
+reports them.
 
 Written (and printed) as JSON: `false_verdict_rate` (per comparison: better or worse under the
 null; at an effect, the wrong direction), `familywise_rate` (studies with any false verdict),
@@ -41,15 +44,22 @@ def simulate(
     margin: float = math.nan,
     correlation: float = 0.0,
     seed: int = 0,
+    sample: np.ndarray | None = None,
 ) -> dict:
     """Rates over `sims` simulated studies (see the module docstring); `margin` and `effect` in
     paired standard deviations; `correlation` between the points' differences (a shared
-    reference's noise makes them correlated; Holm holds under any dependence)."""
+    reference's noise makes them correlated; Holm holds under any dependence); `sample`: measured
+    differences whose shape replaces the normal (`standardized`)."""
     rng = np.random.default_rng(seed)
     shape = (sims, points, design.n_max)
-    noise = rng.standard_normal(shape)
+    unit = None if sample is None else standardized(sample)
+
+    def draw(size: tuple[int, ...]) -> np.ndarray:
+        return rng.standard_normal(size) if unit is None else rng.choice(unit, size=size)
+
+    noise = draw(shape)
     if correlation:
-        common = rng.standard_normal((sims, 1, design.n_max))
+        common = draw((sims, 1, design.n_max))
         noise = math.sqrt(1 - correlation) * noise + math.sqrt(correlation) * common
     diffs = effect + noise
     sums, squares = np.cumsum(diffs, axis=2), np.cumsum(diffs**2, axis=2)
@@ -93,9 +103,40 @@ def simulate(
         "repeats": f"{design.n_min}..{design.n_max}", "points": points, "effect": effect, "sims": sims,
         "level": level, "family": family, "spending": design.spending,
         "margin": None if math.isnan(margin) else margin, "correlation": correlation, "seed": seed,
-        "rule": design.name(),
+        "rule": design.name(), "shape": "normal" if sample is None else f"{len(sample)} measured values",
     }  # fmt: skip
     return rates
+
+
+def standardized(sample) -> np.ndarray:
+    """Values centred and scaled to mean 0 and SD 1 as a distribution (ddof 0), so that drawing from
+    them with replacement has the measured shape and unit variance, as the normal draws have."""
+    x = np.asarray(sample, dtype=float)
+    if x.ndim != 1 or len(x) < 3 or not np.isfinite(x).all() or x.min() == x.max():
+        raise ValueError(f"a shape needs at least 3 finite values that are not all equal; given {x.tolist()}")
+    return (x - x.mean()) / x.std()
+
+
+def read_sample(path: Path) -> np.ndarray:
+    """Numbers separated by whitespace or commas (`#` starts a comment); bad input exits 2 naming
+    the file and what is allowed."""
+    allowed = "allowed: a text file of at least 3 numbers, not all equal, separated by whitespace or commas"
+    try:
+        text = path.read_text()
+    except OSError as error:
+        _refuse(f"--shape {path}: cannot read it ({error.strerror}); {allowed}")
+    tokens = [w for line in text.splitlines() for w in line.split("#")[0].replace(",", " ").split()]
+    try:
+        values = np.array([float(w) for w in tokens])
+        standardized(values)
+    except ValueError as error:
+        _refuse(f"--shape {path}: {error}; {allowed}")
+    return values
+
+
+def _refuse(message: str) -> None:
+    print(message, file=sys.stderr)
+    sys.exit(2)
 
 
 def parse_repeats(text: str) -> tuple[int, int]:
@@ -124,11 +165,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--margin", type=float, default=math.nan, help="equivalence margin, paired SDs")
     parser.add_argument("--correlation", type=float, default=0.0, help="between the points' differences")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shape", type=Path, help="measured differences (a text file of numbers) "
+                        "whose shape replaces the normal")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the rates here")
     args = parser.parse_args(argv)
+    sample = read_sample(args.shape) if args.shape else None
     design = Design(*args.repeats, args.spending)
     rates = simulate(design, args.points, args.effect, args.sims, args.level, args.family, args.margin,
-                     args.correlation, args.seed)  # fmt: skip
+                     args.correlation, args.seed, sample)  # fmt: skip
     text = json.dumps(rates, indent=2)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
