@@ -6,12 +6,13 @@ K points are compared with a reference over paired seeds; each point's paired di
 normal with mean `effect` paired standard deviations (0: the null, no point differs), or, with
 `--shape FILE`, drawn with replacement from measured differences centred and scaled to SD 1 (the
 measured shape: a t interval's odds under it, where the differences are skewed or heavy-tailed,
-need not be the normal's). Adaptive seeds follow the launcher (`sweeps.run.adaptive`): every point
-starts at `min` seeds; after each round the verdicts of the whole family are computed with the same
-functions the fronts use (`sweeps.report.verdicts`: the planned looks' p-values, Holm, the adjusted
-intervals, the words) and each point still open (neither better, worse nor equivalent) below `max`
-gets one more seed. The verdicts reported are those of the last round, as the final analysis
-reports them.
+need not be the normal's; `normal_same_size` in the output: the same rates from normal samples of
+as many values, the range that resampling so few values gives by itself). Adaptive seeds follow the
+launcher (`sweeps.run.adaptive`): every point starts at `min` seeds; after each round the verdicts
+of the whole family are computed with the same functions the fronts use (`sweeps.report.verdicts`:
+the planned looks' p-values, Holm, the adjusted intervals, the words) and each point still open
+(neither better, worse nor equivalent) below `max` gets one more seed. The verdicts reported are
+those of the last round, as the final analysis reports them.
 
 Written (and printed) as JSON: `false_verdict_rate` (per comparison: better or worse under the
 null; at an effect, the wrong direction), `familywise_rate` (studies with any false verdict),
@@ -117,6 +118,25 @@ def standardized(sample) -> np.ndarray:
     return (x - x.mean()) / x.std()
 
 
+REFERENCE_SETS = 20  # normal samples of the measured size: the yardstick of a measured shape
+
+
+def normal_same_size(design: Design, size: int, sims: int, sets: int = REFERENCE_SETS, **rule) -> dict:
+    """The rates with `sets` samples of `size` normal draws in the measured values' place (each
+    run on `sims // sets` studies): drawing from a few values alone adds ties and moves the rates,
+    so a measured shape differs from the normal only where its rates leave this range."""
+    runs = [
+        simulate(design, sims=max(sims // sets, 1), seed=k,
+                 sample=np.random.default_rng(1_000 + k).standard_normal(size), **rule)
+        for k in range(sets)
+    ]  # fmt: skip
+    out: dict = {"sets": sets, "size": size}
+    for key in ("false_verdict_rate", "power", "equivalent_rate", "undecided_rate"):
+        values = [run[key] for run in runs]
+        out[key] = {"mean": float(np.mean(values)), "min": min(values), "max": max(values)}
+    return out
+
+
 def read_sample(path: Path) -> np.ndarray:
     """Numbers separated by whitespace or commas (`#` starts a comment); bad input exits 2 naming
     the file and what is allowed."""
@@ -173,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     design = Design(*args.repeats, args.spending)
     rates = simulate(design, args.points, args.effect, args.sims, args.level, args.family, args.margin,
                      args.correlation, args.seed, sample)  # fmt: skip
+    if sample is not None:
+        rates["normal_same_size"] = normal_same_size(
+            design, len(sample), args.sims, points=args.points, effect=args.effect, level=args.level,
+            family=args.family, margin=args.margin, correlation=args.correlation,
+        )  # fmt: skip
     text = json.dumps(rates, indent=2)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
