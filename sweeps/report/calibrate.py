@@ -3,12 +3,16 @@
     python -m sweeps.report.calibrate --repeats 3..5 --points 4 --effect 0 --sims 20000 --json out.json
 
 K points are compared with a reference over paired seeds; each point's paired differences are
-normal with mean `effect` paired standard deviations (0: the null, no point differs). Adaptive
-seeds follow the launcher (`sweeps.run.adaptive`): every point starts at `min` seeds; after each round
-the verdicts of the whole family are computed with the same functions the fronts use
-(`sweeps.report.verdicts`: the planned looks' p-values, Holm, the adjusted intervals, the words)
-and each point still open (neither better, worse nor equivalent) below `max` gets one more seed.
-The verdicts reported are those of the last round, as the final analysis reports them.
+normal with mean `effect` paired standard deviations (0: the null, no point differs), or, with
+`--shape FILE`, drawn with replacement from measured differences centred and scaled to SD 1 (the
+measured shape: a t interval's odds under it, where the differences are skewed or heavy-tailed,
+need not be the normal's; `normal_same_size` in the output: the same rates from normal samples of
+as many values, the range that resampling so few values gives by itself). Adaptive seeds follow the
+launcher (`sweeps.run.adaptive`): every point starts at `min` seeds; after each round the verdicts
+of the whole family are computed with the same functions the fronts use (`sweeps.report.verdicts`:
+the planned looks' p-values, Holm, the adjusted intervals, the words) and each point still open
+(neither better, worse nor equivalent) below `max` gets one more seed. The verdicts reported are
+those of the last round, as the final analysis reports them.
 
 Written (and printed) as JSON: `false_verdict_rate` (per comparison: better or worse under the
 null; at an effect, the wrong direction), `familywise_rate` (studies with any false verdict),
@@ -42,15 +46,22 @@ def simulate(
     margin: float = math.nan,
     correlation: float = 0.0,
     seed: int = 0,
+    sample: np.ndarray | None = None,
 ) -> dict:
     """Rates over `sims` simulated studies (see the module docstring); `margin` and `effect` in
     paired standard deviations; `correlation` between the points' differences (a shared
-    reference's noise makes them correlated; Holm holds under any dependence)."""
+    reference's noise makes them correlated; Holm holds under any dependence); `sample`: measured
+    differences whose shape replaces the normal (`standardized`)."""
     rng = np.random.default_rng(seed)
     shape = (sims, points, design.n_max)
-    noise = rng.standard_normal(shape)
+    unit = None if sample is None else standardized(sample)
+
+    def draw(size: tuple[int, ...]) -> np.ndarray:
+        return rng.standard_normal(size) if unit is None else rng.choice(unit, size=size)
+
+    noise = draw(shape)
     if correlation:
-        common = rng.standard_normal((sims, 1, design.n_max))
+        common = draw((sims, 1, design.n_max))
         noise = math.sqrt(1 - correlation) * noise + math.sqrt(correlation) * common
     diffs = effect + noise
     sums, squares = np.cumsum(diffs, axis=2), np.cumsum(diffs**2, axis=2)
@@ -94,7 +105,7 @@ def simulate(
         "repeats": f"{design.n_min}..{design.n_max}", "points": points, "effect": effect, "sims": sims,
         "level": level, "family": family, "spending": design.spending,
         "margin": None if math.isnan(margin) else margin, "correlation": correlation, "seed": seed,
-        "rule": design.name(),
+        "rule": design.name(), "shape": "normal" if sample is None else f"{len(sample)} measured values",
     }  # fmt: skip
     return rates
 
@@ -151,6 +162,56 @@ def simulate_tuned(
     return out
 
 
+def standardized(sample) -> np.ndarray:
+    """Values centred and scaled to mean 0 and SD 1 as a distribution (ddof 0), so that drawing from
+    them with replacement has the measured shape and unit variance, as the normal draws have."""
+    x = np.asarray(sample, dtype=float)
+    if x.ndim != 1 or len(x) < 3 or not np.isfinite(x).all() or x.min() == x.max():
+        raise ValueError(f"a shape needs at least 3 finite values that are not all equal; given {x.tolist()}")
+    return (x - x.mean()) / x.std()
+
+
+REFERENCE_SETS = 20  # normal samples of the measured size: the yardstick of a measured shape
+
+
+def normal_same_size(design: Design, size: int, sims: int, sets: int = REFERENCE_SETS, **rule) -> dict:
+    """The rates with `sets` samples of `size` normal draws in the measured values' place (each
+    run on `sims // sets` studies): drawing from a few values alone adds ties and moves the rates,
+    so a measured shape differs from the normal only where its rates leave this range."""
+    runs = [
+        simulate(design, sims=max(sims // sets, 1), seed=k,
+                 sample=np.random.default_rng(1_000 + k).standard_normal(size), **rule)
+        for k in range(sets)
+    ]  # fmt: skip
+    out: dict = {"sets": sets, "size": size}
+    for key in ("false_verdict_rate", "power", "equivalent_rate", "undecided_rate"):
+        values = [run[key] for run in runs]
+        out[key] = {"mean": float(np.mean(values)), "min": min(values), "max": max(values)}
+    return out
+
+
+def read_sample(path: Path) -> np.ndarray:
+    """Numbers separated by whitespace or commas (`#` starts a comment); bad input exits 2 naming
+    the file and what is allowed."""
+    allowed = "allowed: a text file of at least 3 numbers, not all equal, separated by whitespace or commas"
+    try:
+        text = path.read_text()
+    except OSError as error:
+        _refuse(f"--shape {path}: cannot read it ({error.strerror}); {allowed}")
+    tokens = [w for line in text.splitlines() for w in line.split("#")[0].replace(",", " ").split()]
+    try:
+        values = np.array([float(w) for w in tokens])
+        standardized(values)
+    except ValueError as error:
+        _refuse(f"--shape {path}: {error}; {allowed}")
+    return values
+
+
+def _refuse(message: str) -> None:
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
 def parse_repeats(text: str) -> tuple[int, int]:
     """`3..5` -> (3, 5); `3` -> (3, 3)."""
     low, _, high = text.partition("..")
@@ -177,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--margin", type=float, default=math.nan, help="equivalence margin, paired SDs")
     parser.add_argument("--correlation", type=float, default=0.0, help="between the points' differences")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shape", type=Path, help="measured differences (a text file of numbers) "
+                        "whose shape replaces the normal")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the rates here")
     parser.add_argument(
         "--tune", metavar="RATESxSEEDS", help="a tune: stage at the null, e.g. 5x2 (--repeats: fresh seeds)"
@@ -188,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         "--peak", type=float, default=0.0, help="with --tune: the reference's curve off its best"
     )
     args = parser.parse_args(argv)
+    sample = read_sample(args.shape) if args.shape else None
+    if sample is not None and args.tune:
+        _refuse("--shape and --tune: the tune stage's simulation draws normal values only; give one of them")
     design = Design(*args.repeats, args.spending)
     if args.tune:
         n_rates, tune_seeds = (int(x) for x in args.tune.split("x"))
@@ -195,7 +261,12 @@ def main(argv: list[str] | None = None) -> int:
                                not args.no_split, args.level, args.family, args.seed, args.peak)  # fmt: skip
     else:
         rates = simulate(design, args.points, args.effect, args.sims, args.level, args.family, args.margin,
-                         args.correlation, args.seed)  # fmt: skip
+                         args.correlation, args.seed, sample)  # fmt: skip
+    if sample is not None and not args.tune:
+        rates["normal_same_size"] = normal_same_size(
+            design, len(sample), args.sims, points=args.points, effect=args.effect, level=args.level,
+            family=args.family, margin=args.margin, correlation=args.correlation,
+        )  # fmt: skip
     text = json.dumps(rates, indent=2)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -60,6 +60,55 @@ def test_cli_writes_the_rates(tmp_path):
     assert rates["settings"]["repeats"] == "3..4" and "O'Brien-Fleming" in rates["settings"]["rule"]
 
 
+def test_a_measured_shape_is_drawn_at_unit_spread():
+    """A normal sample of any location and scale gives the normal's rates; one far value (a heavy
+    tail) changes them: the shape, not the measured SD, is what `--shape` adds."""
+    normal = calibrate.simulate(Design(6, 6), 1, effect=0.0, sims=8000, margin=1.5, seed=4)
+    draws = 3.0 + 5.0 * np.random.default_rng(0).standard_normal(4000)
+    drawn = calibrate.simulate(Design(6, 6), 1, effect=0.0, sims=8000, margin=1.5, seed=4, sample=draws)
+    error = normal["mc_error"]["equivalent_rate"] + drawn["mc_error"]["equivalent_rate"]
+    assert abs(drawn["equivalent_rate"] - normal["equivalent_rate"]) < 3 * error
+    assert within_level(normal, "false_verdict_rate", 0.05)
+    heavy = [*np.random.default_rng(1).standard_normal(19), 8.0]  # one seed far out
+    tail = calibrate.simulate(Design(6, 6), 1, effect=0.0, sims=8000, margin=1.5, seed=4, sample=heavy)
+    assert tail["false_verdict_rate"] > 0.1  # measured 0.13: the t test's level does not hold there
+    assert drawn["settings"]["shape"] == "4000 measured values" and normal["settings"]["shape"] == "normal"
+
+
+def test_resampling_few_values_moves_the_level_by_itself():
+    """Why `--shape` prints `normal_same_size`: 12 normal values resampled give the t test at 6
+    seeds a false rate of ~4% at a 2.5% level (ties lower the sample SD), many values ~2.5%."""
+    rule = {"sims": 40_000, "level": 0.975, "points": 1, "effect": 0.0}
+    few = calibrate.normal_same_size(Design(6, 6), 12, **rule)["false_verdict_rate"]["mean"]
+    many = calibrate.normal_same_size(Design(6, 6), 2000, **rule)["false_verdict_rate"]["mean"]
+    assert few > 0.031 and abs(many - 0.025) < 0.005  # measured 0.036 and 0.025
+
+
+def test_cli_reads_a_shape_and_refuses_a_bad_file_with_exit_2(tmp_path, capsys):
+    values = tmp_path / "diffs.txt"
+    values.write_text("# paired differences\n-0.02, -0.01\n0.005 0.01\n")
+    out = tmp_path / "rates.json"
+    assert calibrate.main(["--repeats", "4", "--points", "1", "--sims", "500", "--shape", str(values),
+                           "--json", str(out)]) == 0  # fmt: skip
+    rates = json.loads(out.read_text())
+    assert rates["settings"]["shape"] == "4 measured values"
+    reference = rates["normal_same_size"]  # the yardstick: normal samples of 4 values
+    assert reference["size"] == 4 and reference["sets"] == calibrate.REFERENCE_SETS
+    low, high = reference["false_verdict_rate"]["min"], reference["false_verdict_rate"]["max"]
+    assert low <= reference["false_verdict_rate"]["mean"] <= high and low < high
+    capsys.readouterr()
+    for text in ("0.1 0.1 0.1\n", "0.1 x 0.2\n", "0.1 0.2\n"):
+        values.write_text(text)
+        with pytest.raises(SystemExit) as exit_:
+            calibrate.main(["--repeats", "4", "--sims", "10", "--shape", str(values)])
+        assert exit_.value.code == 2
+        message = capsys.readouterr().err
+        assert f"--shape {values}" in message and "allowed: a text file of at least 3 numbers" in message
+    with pytest.raises(SystemExit) as exit_:
+        calibrate.main(["--repeats", "4", "--sims", "10", "--shape", str(tmp_path / "missing.txt")])
+    assert exit_.value.code == 2 and "cannot read it" in capsys.readouterr().err
+
+
 def test_one_look_is_the_plain_t_test():
     design = Design(3, 3)
     assert design.boundary(3, 0.05) == pytest.approx(t.isf(0.025, 2), rel=1e-3)
