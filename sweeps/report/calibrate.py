@@ -262,11 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         rates = simulate(design, args.points, args.effect, args.sims, args.level, args.family, args.margin,
                          args.correlation, args.seed, sample)  # fmt: skip
-    if sample is not None and not args.tune:
-        rates["normal_same_size"] = normal_same_size(
-            design, len(sample), args.sims, points=args.points, effect=args.effect, level=args.level,
-            family=args.family, margin=args.margin, correlation=args.correlation,
-        )  # fmt: skip
+        if sample is not None:
+            rates["normal_same_size"] = normal_same_size(
+                design, len(sample), args.sims, points=args.points, effect=args.effect, level=args.level,
+                family=args.family, margin=args.margin, correlation=args.correlation,
+            )  # fmt: skip
     text = json.dumps(rates, indent=2)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
