@@ -5,7 +5,12 @@ that worker starts Ray once for all of them, where two workers would each start 
 own (a 2-core machine's worth of processes each). The group is the longest unit of work, so it is
 collected first: its worker starts on it at once while the other worker takes the rest (started
 where its first test falls, it would run last, alone). Without xdist the group does nothing.
+
+Also here: the modules tests import are frozen out of garbage collection (below).
 """
+
+import gc
+import sys
 
 import pytest
 
@@ -33,4 +38,25 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if _on_ray(item) and not item.nodeid.endswith(f"@{RAY_GROUP}"):
                 item._id = NodeId.parse(f"{item.nodeid}@{RAY_GROUP}")
+    return result
+
+
+# Garbage collection: Optuna's `gc_after_trial` (backend local) and the step memory meter
+# (trainers.step_memory) run a full `gc.collect()` for every trial. In a test process holding
+# torch, Lightning, Ray, MLflow and matplotlib that walks millions of live objects each time, for
+# trials (stand-in fits) that take milliseconds. The modules a test imported live until the end
+# of the session: after a test that imported new ones, collect once and freeze what is left
+# (`gc.freeze`), so later collections walk only what tests make. Nothing changes what a test checks.
+_modules_at_freeze = 0
+FREEZE_AFTER_NEW_MODULES = 50
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    global _modules_at_freeze
+    result = yield  # after the test's teardown and pytest's release of its fixtures
+    if len(sys.modules) - _modules_at_freeze >= FREEZE_AFTER_NEW_MODULES:
+        gc.collect()
+        gc.freeze()
+        _modules_at_freeze = len(sys.modules)
     return result
