@@ -4,6 +4,8 @@ function-level import of a project module says why on its line or the line above
 under `if TYPE_CHECKING:` counts as an arrow: a circle the type checker sees is still a circle."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,3 +118,15 @@ def _explained(lines: list[str], index: int) -> bool:
     while index > 0 and lines[index - 1].lstrip().startswith(("import ", "from ")):
         index -= 1
     return index > 0 and lines[index - 1].lstrip().startswith("#")
+
+
+def test_the_launcher_starts_without_what_only_trials_and_reports_need():
+    """`python -m sweeps.launch` imports the study, the backends and the report at start: Lightning
+    (the trials' trainer, in the trials' processes), scikit-learn and pandas (optuna's importance
+    evaluators, at the report) cost seconds of every launch's fixed cost (docs/bench/launch_costs.md)."""
+    code = (
+        "import sys, sweeps.run.launch; "
+        "print(sorted(m for m in ('lightning', 'sklearn', 'pandas', 'matplotlib') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -15,7 +15,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 
@@ -250,9 +250,23 @@ class RecallConfig:
     """The in-context recall probe on the validation text at the end of training (trainers.recall):
     copy_* and recall_* metrics. It runs on text and token data with seq_len >= 32."""
 
+    METRICS: ClassVar = ("copy_loss", "copy_acc", "copy_gain", "recall_loss", "recall_acc")
+    MIN_SEQ_LEN: ClassVar = 32  # room for a copy of 4 tokens, or a record, distractors and a query
+
     windows: int = _at_least(128, 0)  # windows of each of its two probes (copy, lookup); 0: off
     # end: after the final validation; every_eval: after every validation too (the emergence curve)
     at: Literal["end", "every_eval"] = "end"
+
+    def issue(self, data_kind: str, seq_len: int) -> str | None:
+        """Why the probe does not run for a trial with this data (None: it runs). Here, not in
+        trainers.recall, so that a study's checks read it without importing Lightning."""
+        if self.windows == 0:
+            return "the recall probe is off (trial.recall.windows: 0)"
+        if data_kind not in ("text", "tokens"):
+            return f"the recall probe runs on text (data.kind text or tokens), given {data_kind!r}"
+        if seq_len < self.MIN_SEQ_LEN:
+            return f"the recall probe needs data.seq_len >= {self.MIN_SEQ_LEN}, given {seq_len}"
+        return None
 
 
 @dataclasses.dataclass(frozen=True)

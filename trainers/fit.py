@@ -18,7 +18,7 @@ from trainers.data.build import build_datamodule
 from trainers.distributed import reduce_over_workers, spawn_fit, worker_threads
 from trainers.host import keep_freed_memory
 from trainers.module import LanguageModel, resolve_precision
-from trainers.recall import RecallProbe, probe_issue
+from trainers.recall import RecallProbe
 from trainers.resume import AtomicCheckpointIO, every_steps, periodic_checkpoint
 
 _QUIET = (
@@ -135,7 +135,7 @@ def fit_process(
         StepMemory(),
         GateStats(cfg.train.gate_stats_every, cfg.train.grad_accum),
     ]
-    if probe_issue(cfg.recall.windows, cfg.data.kind, cfg.data.seq_len) is None:
+    if cfg.recall.issue(cfg.data.kind, cfg.data.seq_len) is None:
         own.append(RecallProbe(cfg.recall.windows, cfg.data.seq_len, cfg.recall.at))
     loggers = list(loggers)
     periodic, plugins, resume_from = _resumable(cfg, checkpoint_dir)

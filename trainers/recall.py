@@ -34,9 +34,10 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
+from trainers.config import RecallConfig
 from trainers.data.windows import WindowSampler
 
-MIN_SEQ_LEN = 32  # room for a copy of 4 tokens, or a record, distractors and a query
+MIN_SEQ_LEN = RecallConfig.MIN_SEQ_LEN
 ALPHABET = 32
 KEY_TOKENS = 3
 VALUE_TOKENS = 3
@@ -44,18 +45,7 @@ DISTRACTORS = 2
 DISTANCE_FRACTIONS = (0.25, 0.5, 0.75, 1.0)  # of the room before the query
 COPY_SEED, LOOKUP_SEED = 0x5EC0, 0x5EC1  # fixed: the items do not depend on the trial
 IGNORE = -100
-METRICS = ("copy_loss", "copy_acc", "copy_gain", "recall_loss", "recall_acc")
-
-
-def probe_issue(windows: int, data_kind: str, seq_len: int) -> str | None:
-    """Why the probe does not run for this trial (None: it runs)."""
-    if windows == 0:
-        return "the recall probe is off (trial.recall.windows: 0)"
-    if data_kind not in ("text", "tokens"):
-        return f"the recall probe runs on text (data.kind text or tokens), given {data_kind!r}"
-    if seq_len < MIN_SEQ_LEN:
-        return f"the recall probe needs data.seq_len >= {MIN_SEQ_LEN}, given {seq_len}"
-    return None
+METRICS = RecallConfig.METRICS
 
 
 def copy_span(seq_len: int) -> int:

@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import optuna
-from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
 
 MIN_POINTS = 10  # 5 points in the top quantile, the top quantile at most half of them
 MIN_TOP = 5
@@ -57,6 +56,10 @@ def importances(result: Mapping, distributions: Mapping[str, Mapping]) -> dict:
            "objectives": dict.fromkeys(m for m, _ in objectives)}  # fmt: skip
     if out["note"]:
         return out
+    # optuna.importance imports scikit-learn and pandas (seconds): here, where importances are
+    # computed, not in every launcher's start
+    from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
+
     quantile = max(0.1, MIN_TOP / len(rows))
     out["target_quantile"] = quantile
     optuna.logging.set_verbosity(optuna.logging.ERROR)

@@ -15,7 +15,7 @@ from sweeps.study.paths import KeyPaths
 from sweeps.study.reference import MATCH
 from sweeps.study.rungs import RUNG, without_rung
 from trainers import metrics as metrics_table
-from trainers import recall
+from trainers.config import RecallConfig
 
 
 def study_issues(study) -> list[Issue]:
@@ -180,8 +180,8 @@ def validate_points(study) -> list[Issue]:
     for i, objective in enumerate(study.objectives):
         if problem := metrics_table.data_issue(objective.metric, base.data.kind):
             issues.append(Issue(f"objectives[{i}].metric", problem))
-        elif objective.metric in recall.METRICS and (
-            problem := recall.probe_issue(base.recall.windows, base.data.kind, base.data.seq_len)
+        elif objective.metric in RecallConfig.METRICS and (
+            problem := base.recall.issue(base.data.kind, base.data.seq_len)
         ):
             issues.append(Issue(f"objectives[{i}].metric", f"given {objective.metric!r}; {problem}"))
     issues.extend(_evals_data(study, points))

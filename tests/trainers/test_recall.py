@@ -11,6 +11,7 @@ import torch
 
 from arch.configtree import ConfigError
 from trainers import TrialConfig, recall
+from trainers.config import RecallConfig
 from trainers.data.repeats import PlantedRepeats, plant
 from trainers.fit import fit
 
@@ -102,10 +103,10 @@ def test_items_plant_what_the_docstring_says(val):
 
 
 def test_probe_runs_on_text_with_room_only():
-    assert recall.probe_issue(128, "text", 128) is None and recall.probe_issue(8, "tokens", 32) is None
-    assert "off" in recall.probe_issue(0, "text", 128)
-    assert "mqar" in recall.probe_issue(128, "mqar", 128)
-    assert ">= 32" in recall.probe_issue(128, "text", 16)
+    assert RecallConfig(128).issue("text", 128) is None and RecallConfig(8).issue("tokens", 32) is None
+    assert "off" in RecallConfig(0).issue("text", 128)
+    assert "mqar" in RecallConfig(128).issue("mqar", 128)
+    assert ">= 32" in RecallConfig(128).issue("text", 16)
 
 
 @pytest.mark.parametrize(
