@@ -110,10 +110,16 @@ def _loss_at_equal_cost(tracker, result: Mapping, folder, stream) -> list:
         shown = ", ".join(
             f"{row_name(r)} {r['val_loss_at_equal_time']:.4f}" for r in rows if "val_loss_at_equal_time" in r
         )
+        left_out = "; ".join(
+            f"{row_name(r)}: {r['equal_time_left_out']}" for r in rows if "equal_time_left_out" in r
+        )
+        if left_out:  # a design missing from the line says why (validate more often to see it)
+            shown += f" (left out: {left_out})"
         print(f"val_loss at equal time ({horizon:.1f} s at the probe's speed): {shown}", file=stream)
         (folder / "equal_time.json").write_text(
             json.dumps({"horizon_s": horizon, "val_loss_at_equal_time": {
-                r["point"]: r.get("val_loss_at_equal_time") for r in rows}}, indent=2)
+                r["point"]: r.get("val_loss_at_equal_time") for r in rows}, "left_out": {
+                r["point"]: r["equal_time_left_out"] for r in rows if "equal_time_left_out" in r}}, indent=2)
         )  # fmt: skip
     figure = equal_cost.plot(rows, point_curves, horizon, row_name, folder / "loss_vs_cost.png")
     return [figure] + ([folder / "equal_time.json"] if (folder / "equal_time.json").is_file() else [])

@@ -39,7 +39,8 @@ def curves(client, rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
 def add_equal_time(
     rows: list[dict], point_curves: Mapping[str, list], metric: str = TOKENS_PER_S
 ) -> float | None:
-    """Sets row["val_loss_at_equal_time"]; returns the horizon in seconds (None without speeds)."""
+    """Sets row["val_loss_at_equal_time"], or row["equal_time_left_out"] saying why a point has
+    none; returns the horizon in seconds (None without speeds)."""
     speed = {r["point"]: r.get(metric) for r in rows}
     usable = [p for p, c in point_curves.items() if speed.get(p)]
     if not usable:
@@ -47,11 +48,17 @@ def add_equal_time(
     horizon = min(point_curves[p][-1][0] / speed[p] for p in usable)
     for row in rows:
         curve = point_curves.get(row["point"])
-        if curve is None or not speed.get(row["point"]):
+        if curve is None:
+            row["equal_time_left_out"] = "no validation curve shared by its seeds"
+            continue
+        if not speed.get(row["point"]):
+            row["equal_time_left_out"] = "no probe speed"
             continue
         seconds = [t / speed[row["point"]] for t, _ in curve]
         if seconds[0] <= horizon:  # its first validation came before the horizon: interpolate
             row["val_loss_at_equal_time"] = float(np.interp(horizon, seconds, [v for _, v in curve]))
+        else:
+            row["equal_time_left_out"] = f"first validation at {seconds[0]:.1f} s, after the horizon"
     return horizon
 
 

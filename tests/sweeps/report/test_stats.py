@@ -183,6 +183,8 @@ def test_loss_at_equal_time_interpolates_every_curve_at_the_fastest_budget():
     late = [{"point": "fast", "tokens_per_s": 1000.0}, {"point": "once", "tokens_per_s": 800.0}]
     add_equal_time(late, {"fast": curve(3.0), "once": [(budget, 2.8)]})
     assert "val_loss_at_equal_time" not in late[1]
+    assert late[1]["equal_time_left_out"] == "first validation at 5.0 s, after the horizon"
+    assert "equal_time_left_out" not in late[0]
 
 
 def test_a_front_of_one_point_writes_its_table_and_no_figures(tmp_path):
