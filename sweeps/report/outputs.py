@@ -276,7 +276,8 @@ def _plots(result: Mapping, folder: Path) -> list[Path]:
         y = objectives[k]["metric"]
         front = set(result["pairs"][f"{x}_vs_{y}"])
         fig, ax = plt.subplots(figsize=(6.4, 4.8))
-        for r in rows:
+        stacks = label_stack([r[x] for r in rows], [r[y] for r in rows])
+        for r, stack in zip(rows, stacks, strict=True):
             marker, color = _marker(result, r, x)
             xerr, yerr = (0.0 if math.isnan(h) else h for h in (_half(r, x), _half(r, y)))
             ax.errorbar(r[x], r[y], xerr=xerr, yerr=yerr, fmt=marker, color=color, alpha=0.9, capsize=2,
@@ -285,7 +286,7 @@ def _plots(result: Mapping, folder: Path) -> list[Path]:
                 f"{row_name(r)[:32]} ({r['p_front']:.0%})",
                 (r[x], r[y]),
                 fontsize=7,
-                xytext=(3, 3),
+                xytext=(3, 3 + LABEL_STEP * stack),
                 textcoords="offset points",
             )
         pts = sorted((r[x], r[y]) for r in rows if r["point"] in front)
@@ -299,6 +300,22 @@ def _plots(result: Mapping, folder: Path) -> list[Path]:
         plt.close(fig)
         out.append(path)
     out.append(_html(result, folder))
+    return out
+
+
+LABEL_STEP = 9  # points between the labels of points drawn on one another (7-point text)
+
+
+def label_stack(xs: list[float], ys: list[float], near: float = 0.02) -> list[int]:
+    """For each point, how many earlier points lie on it (within `near` of each axis's span): its
+    label goes that many lines up, so designs with equal values (memory, often) stay readable."""
+    spans = [(max(v) - min(v)) or abs(max(v)) or 1.0 for v in (xs, ys)]
+    out = []
+    for i, (px, py) in enumerate(zip(xs, ys, strict=True)):
+        out.append(sum(
+            abs(px - qx) <= near * spans[0] and abs(py - qy) <= near * spans[1]
+            for qx, qy in zip(xs[:i], ys[:i], strict=True)
+        ))  # fmt: skip
     return out
 
 

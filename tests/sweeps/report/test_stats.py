@@ -194,3 +194,12 @@ def test_a_front_of_one_point_writes_its_table_and_no_figures(tmp_path):
     result = compute([trial(i, "base", s, [REF[s], 100.0]) for i, s in enumerate(REF)], objectives, "base")
     assert [r["p_front"] for r in result["points"]] == [1.0]  # alone on the front, no bootstrap needed
     assert sorted(p.name for p in write_files(result, tmp_path)) == ["pareto.csv", "pareto.json"]
+
+
+def test_labels_of_points_drawn_on_one_another_are_stacked():
+    from sweeps.report.outputs import label_stack
+
+    # three designs with one memory value and close losses, one apart: the three labels stack
+    xs, ys = [1.740, 1.7401, 1.80, 1.7402], [110.7, 110.7, 120.0, 110.7]
+    assert label_stack(xs, ys) == [0, 1, 0, 2]
+    assert label_stack([1.0], [5.0]) == [0] and label_stack([2.0, 2.0], [3.0, 3.0]) == [0, 1]
