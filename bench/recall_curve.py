@@ -1,8 +1,9 @@
 """`python -m bench.recall_curve TRIAL.yaml [--set key.path=value ...] [--json OUT] [--init]`: the
 emergence curve of in-context recall: one training run of the trial with the recall probe after
 every validation (`recall.at: every_eval`), printed and written as one JSON line per validation
-(tokens, val_loss, the probe's metrics). `--init`: the probe on the trial's untrained model only
-(its seed's initial weights; 0 tokens). docs/verdicts/recall.md has the curves it gave.
+(tokens, val_loss, the probe's metrics, wall_s: seconds since the start). `--init`: the probe
+on the trial's untrained model only (its seed's initial weights; 0 tokens).
+docs/verdicts/recall.md has the curves it gave.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class CurveLogger(Logger):
     def __init__(self):
         super().__init__()
         self.steps: dict[int, dict[str, float]] = {}
+        self.start = time.perf_counter()
 
     @property
     def name(self) -> str:
@@ -49,6 +51,7 @@ class CurveLogger(Logger):
         values = self.steps.setdefault(int(step or 0), {})
         values.update({k: float(v) for k, v in metrics.items()})
         if "recall_acc" in metrics:  # as it comes: a long run shows its curve while it trains
+            values["wall_s"] = round(time.perf_counter() - self.start, 1)  # what a point costs here
             print(
                 f"step {step}: " + " ".join(f"{k} {values.get(k, float('nan')):.4f}" for k in SHOWN),
                 flush=True,
