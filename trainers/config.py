@@ -22,6 +22,7 @@ import torch
 from arch import ModelConfig
 from arch.configtree import ConfigError, Issue, dump, join, parse, variant_by_kind
 from trainers.data.corpora import CORPORA
+from trainers.data.records import max_per_window, planted_count
 from trainers.decay_groups import GROUPS
 from trainers.loss import FUSED_PACKAGE, fused_available
 
@@ -48,6 +49,18 @@ class DataConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class RecordsConfig:
+    """Key-value records planted in training windows and queried later in them, in the recall
+    probe's format, so that in-context lookup pays (trainers.data.records); validation untouched."""
+
+    # of each batch's windows (trainers.data.records.planted_count); 0: off
+    fraction: float = dataclasses.field(default=0.0, metadata={"ge": 0, "le": 1})
+    per_window: int = _at_least(4)  # records in such a window, each queried once after it
+    # values: such windows are scored on the queried values only (as MQAR); all: on every token
+    loss: Literal["values", "all"] = "values"
+
+
+@dataclasses.dataclass(frozen=True)
 class TextDataConfig(DataConfig):
     """A real text corpus (shipped by a package registry) or a folder of the user's text files."""
 
@@ -63,8 +76,18 @@ class TextDataConfig(DataConfig):
     repeats: float = dataclasses.field(default=0.0, metadata={"ge": 0, "le": 1})
     # where a repeated span's tokens come from: the window itself, or uniform over the vocabulary
     repeat_tokens: Literal["window", "uniform"] = "window"
+    records: RecordsConfig = dataclasses.field(default_factory=RecordsConfig)
 
     def check(self, path: str) -> list[Issue]:
+        most = max_per_window(self.seq_len)
+        if self.records.fraction and self.records.per_window > most:
+            return [
+                Issue(
+                    join(path, "records.per_window"),
+                    f"given {self.records.per_window}; allowed: at most {most} at seq_len {self.seq_len} "
+                    "(each record and its query take 12 tokens; a quarter of the window stays text)",
+                )
+            ]
         if self.corpus not in CORPORA:
             return [Issue(join(path, "corpus"), f"given {self.corpus!r}; allowed: {', '.join(CORPORA)}")]
         if (self.corpus == "folder") != (self.path is not None):
@@ -292,6 +315,15 @@ class TrialConfig:
                 Issue(
                     join(path, "data.seq_len"),
                     f"given {self.data.seq_len}; allowed: at most model.max_seq_len {self.model.max_seq_len}",
+                )
+            )
+        records = getattr(self.data, "records", None)  # text data only
+        if records and records.fraction and not planted_count(records.fraction, self.train.batch_size):
+            issues.append(
+                Issue(
+                    join(path, "data.records.fraction"),
+                    f"given {records.fraction}; plants records in no window of a batch of "
+                    f"{self.train.batch_size}: allowed 0 (off) or at least {0.5 / self.train.batch_size:g}",
                 )
             )
         vocab = self.data.vocab_size(join(path, "data"), issues)

@@ -13,7 +13,8 @@ seed, so every trial, seed and design is scored on the same items (paired compar
   is perfect.
 - lookup (needle): a window of real validation text with records `key value` planted in it (key
   and value KEY_TOKENS and VALUE_TOKENS tokens drawn uniformly from the ALPHABET most frequent
-  validation tokens; the keys of a window distinct), one of them queried at the end: its key
+  validation tokens; the keys of a window distinct: trainers.data.records, the format that
+  `data.records` trains on), one of them queried at the end: its key
   again, then its value, which nothing but the record predicts. The queried record lies at one of
   four distances before the query (cycled over the windows), up to DISTRACTORS other records
   elsewhere. `recall_loss` / `recall_acc`: NLL and top-1 accuracy on the value tokens of the query;
@@ -35,12 +36,11 @@ import numpy as np
 import torch
 
 from trainers.config import RecallConfig
+from trainers.data.records import ALPHABET as ALPHABET  # the chance level 1/ALPHABET, named here too
+from trainers.data.records import KEY_TOKENS, VALUE_TOKENS, alphabet, draw_records
 from trainers.data.windows import WindowSampler
 
 MIN_SEQ_LEN = RecallConfig.MIN_SEQ_LEN
-ALPHABET = 32
-KEY_TOKENS = 3
-VALUE_TOKENS = 3
 DISTRACTORS = 2
 DISTANCE_FRACTIONS = (0.25, 0.5, 0.75, 1.0)  # of the room before the query
 COPY_SEED, LOOKUP_SEED = 0x5EC0, 0x5EC1  # fixed: the items do not depend on the trial
@@ -50,15 +50,6 @@ METRICS = RecallConfig.METRICS
 
 def copy_span(seq_len: int) -> int:
     return min(32, max(4, seq_len // 8))
-
-
-def alphabet(arrays: Sequence[np.ndarray], size: int = ALPHABET) -> np.ndarray:
-    """The `size` most frequent token ids of `arrays` (ties: the smaller id first)."""
-    width = max(int(np.max(a)) for a in arrays) + 1
-    counts = np.zeros(width, dtype=np.int64)
-    for a in arrays:
-        counts += np.bincount(np.asarray(a, dtype=np.int64), minlength=width)
-    return np.argsort(-counts, kind="stable")[:size]
 
 
 def distances(seq_len: int) -> tuple[int, ...]:
@@ -118,10 +109,7 @@ def lookup_items(arrays: Sequence[np.ndarray], seq_len: int, windows: int) -> It
             if (p := _free_slot(rng, taken, query, record)) is not None:
                 starts.append(p)
                 taken.append((p, p + record))
-        keys = rng.choice(symbols, (len(starts), KEY_TOKENS))
-        while len({tuple(k) for k in keys}) < len(keys):  # distinct keys: one answer per key
-            keys = rng.choice(symbols, (len(starts), KEY_TOKENS))
-        values = rng.choice(symbols, (len(starts), VALUE_TOKENS))
+        keys, values = draw_records(rng, symbols, len(starts))
         for start, key, value in zip(starts, keys, values, strict=True):
             rows[i, start : start + record] = np.concatenate([key, value])
         rows[i, query:] = np.concatenate([keys[0], values[0]])  # the first record is the queried one

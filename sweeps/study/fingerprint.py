@@ -20,6 +20,9 @@ LATER_DEFAULTS = {
     # the recall probe measures the final weights and changes no training number
     "trial.data.repeats": 0.0,
     "trial.data.repeat_tokens": "window",
+    "trial.data.records.fraction": 0.0,  # the records mix (trainers.data.records), off
+    "trial.data.records.per_window": 4,
+    "trial.data.records.loss": "values",
     "trial.recall.windows": 128,
     "trial.recall.at": "end",
     "trial.train.micro_batch": None,  # null: batch_size and grad_accum as given

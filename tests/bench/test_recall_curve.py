@@ -50,3 +50,24 @@ def test_init_measures_the_untrained_model_only(tmp_path, monkeypatch):
 def test_bad_key_exits_2(tmp_path, monkeypatch, capsys):
     assert recall_curve.main([str(_trial(tmp_path, monkeypatch)), "--set", "recall.windows=-1"]) == 2
     assert "recall.windows" in capsys.readouterr().err
+
+
+def test_symbols_from_must_be_ids_the_text_never_uses(tmp_path, monkeypatch, capsys):
+    trial = str(_trial(tmp_path, monkeypatch))
+    assert recall_curve.main([trial, "--init", "--symbols-from", "32"]) == 2  # ' ' and digits are text
+    assert "--symbols-from 32: the text uses ids [32, " in capsys.readouterr().err
+    assert recall_curve.main([trial, "--init", "--symbols-from", "240"]) == 2
+    assert "must lie in 0..255" in capsys.readouterr().err
+
+
+def test_symbols_from_moves_the_mix_and_the_probe_to_those_ids(tmp_path, monkeypatch):
+    from trainers import recall
+    from trainers.data import text
+
+    monkeypatch.setattr(recall, "alphabet", recall.alphabet)  # restored after the test
+    monkeypatch.setattr(text, "alphabet", text.alphabet)
+    out = tmp_path / "init.jsonl"
+    trial = str(_trial(tmp_path, monkeypatch))
+    assert recall_curve.main([trial, "--init", "--symbols-from", "200", "--json", str(out)]) == 0
+    assert recall.alphabet([]).tolist() == text.alphabet([]).tolist() == list(range(200, 232))
+    assert json.loads(out.read_text())["symbols_from"] == 200

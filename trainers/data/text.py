@@ -15,6 +15,7 @@ import numpy as np
 from trainers.config import TextDataConfig
 from trainers.data.cache import cache_root, save_json, save_npy
 from trainers.data.corpora import load_corpus, sha256
+from trainers.data.records import PlantedRecords, alphabet
 from trainers.data.registry import register_data
 from trainers.data.repeats import PlantedRepeats
 from trainers.data.tokenizer import make_tokenizer
@@ -76,6 +77,7 @@ class TextDataModule(WindowDataModule):
         super().__init__(seq_len=cfg.seq_len, **kw)
         self.cfg, self.root = cfg, cache_root(data_root)
         self.meta: dict = {}
+        self.train_arrays: list[np.ndarray] = []  # the training tokens, once `setup` ran
 
     def setup(self, stage: str | None = None) -> None:
         fresh = self.train_set is None
@@ -83,8 +85,15 @@ class TextDataModule(WindowDataModule):
         if fresh and self.cfg.repeats:
             vocab = self.cfg.vocab_size("", []) if self.cfg.repeat_tokens == "uniform" else None
             self.train_set = PlantedRepeats(self.train_set, self.cfg.repeats, self.seed, vocab)
+        records = self.cfg.records
+        if fresh and records.fraction:
+            symbols = alphabet(self.train_arrays)  # the training text's own: validation stays unread
+            self.train_set = PlantedRecords(
+                self.train_set, symbols, records.fraction, records.per_window, records.loss, self.seed
+            )
 
     def arrays(self):
         train, val, self.meta = tokenized_corpus(self.cfg, self.root)
         self.token_bytes = token_byte_lengths(self.cfg, self.root)
+        self.train_arrays = [train]
         return [train], [val]
