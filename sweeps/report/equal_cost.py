@@ -58,7 +58,8 @@ def add_equal_time(
         if seconds[0] <= horizon:  # its first validation came before the horizon: interpolate
             row["val_loss_at_equal_time"] = float(np.interp(horizon, seconds, [v for _, v in curve]))
         else:
-            row["equal_time_left_out"] = f"first validation at {seconds[0]:.1f} s, after the horizon"
+            first = f"first validation at {seconds[0]:.3g} s"
+            row["equal_time_left_out"] = f"{first}, after the horizon ({horizon:.3g} s)"
     return horizon
 
 

@@ -183,7 +183,7 @@ def test_loss_at_equal_time_interpolates_every_curve_at_the_fastest_budget():
     late = [{"point": "fast", "tokens_per_s": 1000.0}, {"point": "once", "tokens_per_s": 800.0}]
     add_equal_time(late, {"fast": curve(3.0), "once": [(budget, 2.8)]})
     assert "val_loss_at_equal_time" not in late[1]
-    assert late[1]["equal_time_left_out"] == "first validation at 5.0 s, after the horizon"
+    assert late[1]["equal_time_left_out"] == "first validation at 5 s, after the horizon (4 s)"
     assert "equal_time_left_out" not in late[0]
 
 
