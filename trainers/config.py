@@ -48,6 +48,15 @@ class DataConfig:
         return None
 
 
+def resolve_precision(precision: str) -> str:
+    """`auto` -> bf16-mixed on CUDA, 32-true elsewhere; the others (32-true, bf16-mixed, bf16-true)
+    are Lightning's precision names, passed through. Here, not beside the LightningModule: the cost
+    probe reads it in the launcher, which never imports Lightning."""
+    if precision != "auto":
+        return precision
+    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+
+
 @dataclasses.dataclass(frozen=True)
 class RecordsConfig:
     """Key-value records planted in training windows and queried later in them, in the recall

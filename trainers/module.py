@@ -17,21 +17,13 @@ import torch
 
 from arch import build_model
 from trainers.checkpoint_files import rng_states, set_rng_states
-from trainers.config import TrialConfig
+from trainers.config import TrialConfig, resolve_precision
 from trainers.errors import TrainingDiverged
 from trainers.loss import IGNORE, eval_sums, lm_loss, resolve_loss
 from trainers.optim import build_optimizer
 from trainers.schedules import lr_multiplier
 
 __all__ = ["IGNORE", "LanguageModel", "resolve_precision"]
-
-
-def resolve_precision(precision: str) -> str:
-    """`auto` -> bf16-mixed on CUDA, 32-true elsewhere; the others (32-true, bf16-mixed, bf16-true)
-    are Lightning's precision names, passed through."""
-    if precision != "auto":
-        return precision
-    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
 
 
 class LanguageModel(pl.LightningModule):

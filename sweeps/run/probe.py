@@ -43,6 +43,7 @@ from pathlib import Path
 from sweeps.report.costs import costs_path, entry, load_costs, metric_values, save_costs
 from sweeps.study.architecture import arch_key, architecture
 from sweeps.study.reference import baseline_of
+from trainers.config import resolve_precision
 from trainers.host import keep_freed_memory
 from trainers.machine import kernels
 from trainers.synthetic_step import synthetic_step
@@ -267,8 +268,6 @@ def _warm_step(arch: dict, device):
     """The architecture's synthetic training step, built and run once (optimizer state, allocator
     warm-up, compile)."""
     import torch
-
-    from trainers.module import resolve_precision  # Lightning: only the timing processes need it
 
     precision = resolve_precision(arch["precision"]) if device.type == "cuda" else "32-true"
     autocast = torch.bfloat16 if precision == "bf16-mixed" else None
