@@ -35,17 +35,14 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from trainers.config import RecallConfig
 from trainers.data.records import ALPHABET as ALPHABET  # the chance level 1/ALPHABET, named here too
 from trainers.data.records import KEY_TOKENS, VALUE_TOKENS, alphabet, draw_records
 from trainers.data.windows import WindowSampler
+from trainers.loss import IGNORE
 
-MIN_SEQ_LEN = RecallConfig.MIN_SEQ_LEN
 DISTRACTORS = 2
 DISTANCE_FRACTIONS = (0.25, 0.5, 0.75, 1.0)  # of the room before the query
 COPY_SEED, LOOKUP_SEED = 0x5EC0, 0x5EC1  # fixed: the items do not depend on the trial
-IGNORE = -100
-METRICS = RecallConfig.METRICS
 
 
 def copy_span(seq_len: int) -> int:

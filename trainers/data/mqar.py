@@ -25,8 +25,7 @@ from torch.utils.data import Dataset
 from trainers.config import MQARDataConfig
 from trainers.data.registry import register_data
 from trainers.data.windows import VAL_SEED, LMDataModule
-
-IGNORE = -100
+from trainers.loss import IGNORE
 
 
 def _distinct(rng: np.random.Generator, n: int, k: int, low: int, high: int) -> np.ndarray:

@@ -26,11 +26,12 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from trainers.loss import IGNORE
+
 ALPHABET = 32
 KEY_TOKENS = 3
 VALUE_TOKENS = 3
 RECORD = KEY_TOKENS + VALUE_TOKENS
-IGNORE = -100
 STREAM = 0x4EC  # the mix's random stream, apart from the windows' and the repeats' draws
 LOSSES = ("values", "all")
 
