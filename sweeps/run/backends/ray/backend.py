@@ -5,6 +5,7 @@ concurrency, fit)` runs the study's remaining runs through `tune.Tuner` (reusing
 seeded runs are bit-identical in a fresh or a reused one); `run_task` runs one function with a
 trial's resources (the cost probe); `disconnect()`. The parts live beside it:
 
+    head        the local Ray's head without the daemons that do no work for a launch
     processes   the local Ray a launch started, and ending what a dead launch left
     searcher    PlanSearcher: claims runs from the Plan, records outcomes, tells Optuna
     trainable   the worker side of one trial (tags its node, trains, reports)
@@ -17,6 +18,7 @@ trial's resources (the cost probe); `disconnect()`. The parts live beside it:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import warnings
@@ -25,6 +27,7 @@ from pathlib import Path
 import sweeps
 from arch.configtree import ConfigError
 from sweeps.run.backends.base import Backend
+from sweeps.run.backends.ray.head import bare_head
 from sweeps.run.backends.ray.processes import RAY_PROCESSES, end_leftovers, remember_processes
 from sweeps.run.backends.ray.searcher import searcher_class
 from sweeps.run.backends.ray.trainable import trainable
@@ -84,7 +87,8 @@ class RayBackend(Backend):
         if not ray.is_initialized():
             if study.ray.address is None:
                 end_leftovers(study.results_dir() / RAY_PROCESSES)
-            ray.init(**kwargs)
+            with bare_head() if study.ray.address is None else contextlib.nullcontext():
+                ray.init(**kwargs)
             if study.ray.address is None:
                 remember_processes(study.results_dir() / RAY_PROCESSES)
         res = ray.cluster_resources()
