@@ -1,7 +1,7 @@
 """One local Ray for the in-process Ray launches of the sweeps tests.
 
-A launch on the ray backend starts Ray (`ray.init`, 5-6 s here, much more on a busy machine) and
-shuts it down at its end (1.5 s). Tests that ask for `shared_ray` keep the Ray the first of them
+A launch on the ray backend starts Ray (`ray.init`: seconds, many more on a busy machine) and
+shuts it down at its end. Tests that ask for `shared_ray` keep the Ray the first of them
 started (through the launcher's own `connect`, so the start itself is still the launcher's); the
 next ones join it, as a launch joins any Ray already running in its process. Ray is shut down
 once, after the last test. Launches in subprocesses (the Ctrl-C and kill -9 tests) start and
