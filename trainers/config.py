@@ -67,6 +67,9 @@ class RecordsConfig:
     per_window: int = _at_least(4)  # records in such a window, each queried once after it
     # values: such windows are scored on the queried values only (as MQAR); all: on every token
     loss: Literal["values", "all"] = "values"
+    # the records' symbols: text, the text's most frequent tokens (the recall probe's, recall_*);
+    # reserved, ids the text never uses (trainers.data.records.reserved; probed as reserved_recall_*)
+    symbols: Literal["text", "reserved"] = "text"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,6 +286,10 @@ class RecallConfig:
     copy_* and recall_* metrics. It runs on text and token data with seq_len >= 32."""
 
     METRICS: ClassVar = ("copy_loss", "copy_acc", "copy_gain", "recall_loss", "recall_acc")
+    # lookups in the records' reserved symbols; the last three read the curve over training
+    RESERVED: ClassVar = ("reserved_recall_loss", "reserved_recall_acc", "reserved_recall_auc",
+                          "reserved_recall_tokens", "reserved_recall_emerged")  # fmt: skip
+    CURVE: ClassVar = ("reserved_recall_auc", "reserved_recall_tokens", "reserved_recall_emerged")
     MIN_SEQ_LEN: ClassVar = 32  # room for a copy of 4 tokens, or a record, distractors and a query
 
     windows: int = _at_least(128, 0)  # windows of each of its two probes (copy, lookup); 0: off
@@ -298,6 +305,16 @@ class RecallConfig:
             return f"the recall probe runs on text (data.kind text or tokens), given {data_kind!r}"
         if seq_len < self.MIN_SEQ_LEN:
             return f"the recall probe needs data.seq_len >= {self.MIN_SEQ_LEN}, given {seq_len}"
+        return None
+
+    def reserved_issue(self, data: DataConfig, metric: str) -> str | None:
+        """Why `metric` (one of RESERVED) would not be measured for a trial with this data (None: it is)."""
+        records = getattr(data, "records", None)
+        if records is None or not records.fraction or records.symbols != "reserved":
+            return (f"{metric} scores lookups in the records' reserved symbols: it needs data.records with "
+                    "fraction > 0 and symbols: reserved")  # fmt: skip
+        if metric in self.CURVE and self.at != "every_eval":
+            return f"{metric} is read from the probe's curve over training: it needs recall.at: every_eval"
         return None
 
 

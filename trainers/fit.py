@@ -136,7 +136,7 @@ def fit_process(
         GateStats(cfg.train.gate_stats_every, cfg.train.grad_accum),
     ]
     if cfg.recall.issue(cfg.data.kind, cfg.data.seq_len) is None:
-        own.append(RecallProbe(cfg.recall.windows, cfg.data.seq_len, cfg.recall.at))
+        own.append(RecallProbe(cfg.recall.windows, cfg.data.seq_len, cfg.recall.at, cfg.tokens_per_step))
     loggers = list(loggers)
     periodic, plugins, resume_from = _resumable(cfg, checkpoint_dir)
     lightning = dict(lightning or {"devices": 1})

@@ -98,10 +98,12 @@ def _probe(name: str, unit: str) -> Metric:
     )  # fmt: skip
 
 
-def _recall(name: str, unit: str, direction: Direction) -> Metric:
+def _recall(
+    name: str, unit: str, direction: Direction, data: str | tuple[str, ...] = ("text", "tokens")
+) -> Metric:
     """The recall probe's (trainers.recall): the same items for every trial, measured on the final
     weights, which every data-parallel worker holds alike."""
-    return Metric(name, unit, direction, "seed", "same", objective=True, needs_data=("text", "tokens"))
+    return Metric(name, unit, direction, "seed", "same", objective=True, needs_data=data)
 
 
 ENTRIES = (
@@ -119,6 +121,12 @@ ENTRIES = (
     _recall("copy_gain", "nats/token", "maximize"),
     _recall("recall_loss", "nats/token", "minimize"),
     _recall("recall_acc", "fraction", "maximize"),
+    # lookups in the records' reserved symbols (data.records.symbols: reserved), and when they emerge
+    _recall("reserved_recall_loss", "nats/token", "minimize", "text"),
+    _recall("reserved_recall_acc", "fraction", "maximize", "text"),
+    _recall("reserved_recall_auc", "fraction", "maximize", "text"),
+    _recall("reserved_recall_tokens", "tokens", "minimize", "text"),
+    Metric("reserved_recall_emerged", "0/1", "maximize", "seed", "same", needs_data="text"),
     _probe("tokens_per_s", "tokens/s"),
     _probe("tokens_per_s_ratio", "x the baseline's"),
     _memory("peak_mem_mb", objective=True, shown="relative"),

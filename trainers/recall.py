@@ -20,6 +20,12 @@ seed, so every trial, seed and design is scored on the same items (paired compar
   elsewhere. `recall_loss` / `recall_acc`: NLL and top-1 accuracy on the value tokens of the query;
   `recall_acc/d{D}` per distance D (informational). Chance: a model without recall that knows
   the alphabet gets accuracy 1/ALPHABET and NLL ln(ALPHABET); a uniform model 1/vocab and ln(vocab).
+- reserved lookups, for a trial trained on records in reserved symbols (`data.records.symbols:
+  reserved`, ids the text never uses): the same windows and layout with the records' own
+  symbols. `reserved_recall_loss` / `reserved_recall_acc`; with `at: every_eval`, from their
+  accuracy after each validation (`emergence`): `reserved_recall_auc` (the curve's mean),
+  `reserved_recall_tokens` (the tokens at which it first reached EMERGED; the budget when it never
+  did, with `reserved_recall_emerged` 0).
 
 Top-1 accuracy splits ties evenly (a token among k equal maxima counts 1/k), so a uniform model
 scores exactly chance.
@@ -43,6 +49,7 @@ from trainers.loss import IGNORE
 DISTRACTORS = 2
 DISTANCE_FRACTIONS = (0.25, 0.5, 0.75, 1.0)  # of the room before the query
 COPY_SEED, LOOKUP_SEED = 0x5EC0, 0x5EC1  # fixed: the items do not depend on the trial
+EMERGED = 0.5  # reserved lookups' accuracy that counts as recall having emerged (chance: 1/ALPHABET)
 
 
 def copy_span(seq_len: int) -> int:
@@ -90,10 +97,13 @@ def _free_slot(rng: np.random.Generator, taken: list[tuple[int, int]], end: int,
     return None
 
 
-def lookup_items(arrays: Sequence[np.ndarray], seq_len: int, windows: int) -> Items:
+def lookup_items(
+    arrays: Sequence[np.ndarray], seq_len: int, windows: int, symbols: np.ndarray | None = None
+) -> Items:
+    """The lookups in `symbols` (None: the text's ALPHABET most frequent tokens)."""
     rng = np.random.default_rng(LOOKUP_SEED)
     rows = WindowSampler(arrays, seq_len).draw(rng, windows).numpy()  # [N, T + 1]
-    symbols = alphabet(arrays)
+    symbols = alphabet(arrays) if symbols is None else symbols
     record = KEY_TOKENS + VALUE_TOKENS
     query = seq_len + 1 - record
     choices = distances(seq_len)
@@ -141,8 +151,10 @@ def score(
 
 
 def measure(logits_fn: LogitsFn, arrays: Sequence[np.ndarray], seq_len: int, windows: int, vocab_size: int,
-            device=None, items: tuple[Items, Items] | None = None) -> dict[str, float]:  # fmt: skip
-    """The probe's metrics (module docstring) for `logits_fn` on windows of `arrays`."""
+            device=None, items: tuple[Items, Items] | None = None,
+            reserved: Items | None = None) -> dict[str, float]:  # fmt: skip
+    """The probe's metrics (module docstring) for `logits_fn` on windows of `arrays`; with
+    `reserved` (lookups in the records' reserved symbols) the `reserved_recall_*` too."""
     copy, lookup = items or (copy_items(arrays, seq_len, windows), lookup_items(arrays, seq_len, windows))
     c, v = score(logits_fn, copy, vocab_size, device), score(logits_fn, lookup, vocab_size, device)["value"]
     out = {
@@ -155,18 +167,44 @@ def measure(logits_fn: LogitsFn, arrays: Sequence[np.ndarray], seq_len: int, win
     at = torch.from_numpy(lookup.distance)[v["row"]]
     for d in distances(seq_len):
         out[f"recall_acc/d{d}"] = v["acc"][at == d].mean().item()
+    if reserved is not None:
+        r = score(logits_fn, reserved, vocab_size, device)["value"]
+        out["reserved_recall_loss"] = r["nll"].mean().item()
+        out["reserved_recall_acc"] = r["acc"].mean().item()
     return out
+
+
+def emergence(curve: Sequence[tuple[int, float]], final_tokens: int) -> dict[str, float]:
+    """From the reserved lookups' accuracy after each validation, (tokens, acc) in training order:
+    `reserved_recall_auc`, its mean over the curve (the area under it per token of the budget when
+    validations are evenly spaced: 1/ALPHABET for a model that never recalls, near 1 for one that
+    recalls from the start), and `reserved_recall_tokens`, the tokens trained when it first reached
+    EMERGED (the budget, `final_tokens`, when it never did: censored, and `reserved_recall_emerged`
+    says which)."""
+    if not curve:
+        return {}
+    crossed = [tokens for tokens, acc in curve if acc >= EMERGED]
+    return {
+        "reserved_recall_auc": float(np.mean([acc for _, acc in curve])),
+        "reserved_recall_tokens": float(crossed[0] if crossed else final_tokens),
+        "reserved_recall_emerged": float(bool(crossed)),
+    }
 
 
 class RecallProbe(pl.Callback):
     """Measures the probe after the final validation (`at: every_eval`: after every validation,
     logged to the trainer's loggers at that step: the emergence curve). The data module's
-    `val_arrays` are the validation tokens; data without them (MQAR) is not probed."""
+    `val_arrays` are the validation tokens; data without them (MQAR) is not probed. Where the data
+    module has `reserved_symbols` (records in reserved symbols) the lookups in them are scored too,
+    and their accuracy after each validation is kept (in checkpoints as well, so a resumed run
+    keeps its curve) for `emergence`."""
 
-    def __init__(self, windows: int, seq_len: int, at: str = "end"):
-        self.windows, self.seq_len, self.at = windows, seq_len, at
+    def __init__(self, windows: int, seq_len: int, at: str = "end", tokens_per_step: int = 0):
+        self.windows, self.seq_len, self.at, self.tokens_per_step = windows, seq_len, at, tokens_per_step
         self.items: tuple[Items, Items] | None = None
+        self.reserved: Items | None = None
         self.values: dict[str, float] = {}
+        self.curve: list[tuple[int, float]] = []  # (tokens, reserved_recall_acc) after each probe
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         final = trainer.global_step >= trainer.max_steps
@@ -178,19 +216,31 @@ class RecallProbe(pl.Callback):
                 copy_items(arrays, self.seq_len, self.windows),
                 lookup_items(arrays, self.seq_len, self.windows),
             )
+            symbols = getattr(trainer.datamodule, "reserved_symbols", None)
+            if symbols is not None:
+                self.reserved = lookup_items(arrays, self.seq_len, self.windows, symbols)
         model = pl_module.model
         was_training = model.training
         model.eval()
         try:
-            self.values = measure(
-                model, arrays, self.seq_len, self.windows, model.cfg.vocab_size, pl_module.device, self.items
-            )
+            self.values = measure(model, arrays, self.seq_len, self.windows, model.cfg.vocab_size,
+                                  pl_module.device, self.items, self.reserved)  # fmt: skip
         finally:
             model.train(was_training)
+        tokens = trainer.global_step * self.tokens_per_step
+        if "reserved_recall_acc" in self.values and (not self.curve or self.curve[-1][0] < tokens):
+            self.curve.append((tokens, self.values["reserved_recall_acc"]))
         if not final:  # the final values go out with fit's result
             for logger in trainer.loggers:
                 logger.log_metrics({k: v for k, v in self.values.items() if math.isfinite(v)},
                                    step=trainer.global_step)  # fmt: skip
 
+    def state_dict(self) -> dict:
+        return {"curve": list(self.curve)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.curve = [tuple(point) for point in state.get("curve", [])]
+
     def metrics(self) -> dict[str, float]:
-        return dict(self.values)
+        final_tokens = self.curve[-1][0] if self.curve else 0
+        return {**self.values, **emergence(self.curve, final_tokens)}

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
+
 from arch.configtree import ConfigError, Issue, join
 from evals.suites import expand
 from sweeps.study import tuning
@@ -16,6 +18,8 @@ from sweeps.study.reference import MATCH
 from sweeps.study.rungs import RUNG, without_rung
 from trainers import metrics as metrics_table
 from trainers.config import RecallConfig
+from trainers.data.corpora import CorpusUnavailable, load_corpus
+from trainers.data.records import reserved
 
 
 def study_issues(study) -> list[Issue]:
@@ -180,12 +184,16 @@ def validate_points(study) -> list[Issue]:
     for i, objective in enumerate(study.objectives):
         if problem := metrics_table.data_issue(objective.metric, base.data.kind):
             issues.append(Issue(f"objectives[{i}].metric", problem))
-        elif objective.metric in RecallConfig.METRICS and (
-            problem := base.recall.issue(base.data.kind, base.data.seq_len)
+        elif (
+            objective.metric in RecallConfig.METRICS + RecallConfig.RESERVED
+            and (problem := base.recall.issue(base.data.kind, base.data.seq_len))
+            or objective.metric in RecallConfig.RESERVED
+            and (problem := base.recall.reserved_issue(base.data, objective.metric))
         ):
             issues.append(Issue(f"objectives[{i}].metric", f"given {objective.metric!r}; {problem}"))
     issues.extend(_evals_data(study, points))
     issues.extend(_per_token_across_tokenizers(study, points))
+    issues.extend(_reserved_symbols(study, points))
     if study.scheduler.kind == "asha":
         grace, smallest = study.scheduler.grace_tokens, min(study.budgets)
         if grace is not None and grace >= smallest:
@@ -249,6 +257,30 @@ def tokenization(config) -> str:
     if data.kind == "text":
         return "byte" if data.tokenizer == "byte" else f"bpe{data.bpe_vocab_size}"
     return f"{data.kind}:{getattr(data, 'path', '')}"
+
+
+def _reserved_symbols(study, points) -> list[Issue]:
+    """`data.records.symbols: reserved` on a byte-level text that uses too many of the 256 byte
+    values (read from the corpus at load; a BPE text is checked when its trial tokenizes it)."""
+    configs = [c for c in map(study._resolved_config, points) if c is not None]
+    data = [c.data for c in configs if c.data.kind == "text" and c.data.tokenizer == "byte"]
+    texts = {
+        (d.corpus, d.path, d.max_bytes)
+        for d in data
+        if d.records.fraction and d.records.symbols == "reserved"
+    }
+    issues = []
+    for corpus, path, max_bytes in sorted(texts, key=str):
+        try:
+            reserved([np.frombuffer(load_corpus(corpus, path, max_bytes), dtype=np.uint8)], 256)
+        except (CorpusUnavailable, OSError):
+            continue  # the corpus's own check names it
+        except ValueError as err:
+            why = f"{err}; allowed: text, or a corpus that leaves byte values unused"
+            issues.append(
+                Issue("trial.data.records.symbols", f"given 'reserved' for corpus {corpus!r}; {why}")
+            )
+    return issues
 
 
 def _per_token_across_tokenizers(study, points) -> list[Issue]:

@@ -23,6 +23,7 @@ LATER_DEFAULTS = {
     "trial.data.records.fraction": 0.0,  # the records mix (trainers.data.records), off
     "trial.data.records.per_window": 4,
     "trial.data.records.loss": "values",
+    "trial.data.records.symbols": "text",
     "trial.recall.windows": 128,
     "trial.recall.at": "end",
     "trial.train.micro_batch": None,  # null: batch_size and grad_accum as given

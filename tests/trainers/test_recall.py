@@ -152,3 +152,41 @@ def test_a_trials_records_hold_the_probes_metrics(tiny_tree):
     assert 0 <= metrics["recall_acc"] <= 1 and metrics["recall_loss"] > 0
     off = fit(TrialConfig.from_dict(tiny_tree(recall={"windows": 0})))
     assert not any(name in off for name in RecallConfig.METRICS)
+
+
+def test_lookups_in_reserved_symbols_are_scored_apart(val):
+    reserved = np.arange(224, 256)  # ids the validation 'text' (0..199) never uses
+    lookups = recall.lookup_items(val, T, WINDOWS, reserved)
+    values = lookups.targets["value"][lookups.targets["value"] != recall.IGNORE]
+    assert set(values.tolist()) <= set(reserved.tolist())
+    m = recall.measure(induction, val, T, WINDOWS, VOCAB, reserved=lookups)
+    assert m["reserved_recall_acc"] == 1.0 and m["reserved_recall_loss"] < 1e-6
+    assert "reserved_recall_acc" not in recall.measure(uniform, val, T, WINDOWS, VOCAB)
+
+
+def test_emergence_is_the_first_validation_at_half_accuracy_and_the_mean_of_the_curve():
+    curve = [(100, 0.03), (200, 0.04), (300, 0.6), (400, 0.99)]
+    got = recall.emergence(curve, 400)
+    assert got["reserved_recall_tokens"] == 300 and got["reserved_recall_emerged"] == 1.0
+    assert got["reserved_recall_auc"] == pytest.approx((0.03 + 0.04 + 0.6 + 0.99) / 4)
+    never = recall.emergence([(100, 0.03), (200, 0.2)], 200)
+    assert never["reserved_recall_tokens"] == 200 and never["reserved_recall_emerged"] == 0.0  # censored
+    assert recall.emergence([], 0) == {}
+
+
+def test_a_trial_on_reserved_records_logs_the_curve_and_its_emergence(tiny_tree):
+    tree = tiny_tree(recall={"windows": 8, "at": "every_eval"})
+    tree["data"]["records"] = {"fraction": 0.5, "per_window": 1, "symbols": "reserved"}
+    metrics = fit(TrialConfig.from_dict(tree))
+    for name in RecallConfig.RESERVED:
+        assert name in metrics and math.isfinite(metrics[name]), name
+    assert metrics["reserved_recall_tokens"] == tree["train"]["tokens"]  # 20 steps: never emerges
+    assert 0 <= metrics["reserved_recall_auc"] <= 1
+
+
+def test_the_probes_curve_survives_a_checkpoint():
+    probe = recall.RecallProbe(8, T, "every_eval", tokens_per_step=10)
+    probe.curve = [(10, 0.1), (20, 0.7)]
+    again = recall.RecallProbe(8, T, "every_eval", tokens_per_step=10)
+    again.load_state_dict(probe.state_dict())
+    assert again.curve == probe.curve

@@ -23,6 +23,7 @@ from trainers.data.records import (
     alphabet,
     max_per_window,
     plant_records,
+    reserved,
 )
 from trainers.data.text import TextDataModule
 from trainers.data.windows import WindowBatches
@@ -178,3 +179,32 @@ def test_the_probe_scores_records_the_training_never_drew():
             trained |= {key + value for _, key, value in answers(inputs, targets, r)}
     assert len(probe) == 128 and len(trained) == 200 * 4 * 4
     assert not probe & trained
+
+
+def test_reserved_symbols_are_the_highest_ids_the_text_never_uses():
+    text = [np.arange(0, 200), np.array([250, 3])]  # uses 0..199 and 250
+    ids = reserved(text, 256)
+    assert ids.tolist() == [*range(223, 250), *range(251, 256)]
+    with pytest.raises(ValueError, match="leaving 55 free; reserved symbols need 64"):
+        reserved(text, 256, size=64)
+
+
+def test_records_in_reserved_symbols_use_only_ids_the_text_never_does(text_cfg, data_cache):
+    dm = module(text_cfg(fraction=0.5, per_window=2, symbols="reserved"))
+    text = set(np.concatenate([*dm.train_arrays, *dm.val_arrays]).tolist())
+    assert dm.reserved_symbols is not None and not text & set(dm.reserved_symbols.tolist())
+    x, y = dm.train_set[1]
+    planted = [answers(x, y, r) for r in range(8) if (y[r] == IGNORE).any()]
+    assert len(planted) == 4
+    assert all(
+        set(key + value) <= set(dm.reserved_symbols.tolist()) for rows in planted for _, key, value in rows
+    )
+    assert module(text_cfg(fraction=0.5, per_window=2)).reserved_symbols is None  # text symbols: none
+
+
+def test_a_text_without_free_ids_is_refused_naming_the_key(tmp_path, data_cache):
+    (tmp_path / "all.txt").write_bytes(bytes(range(256)) * 40)  # every byte value: no id is free
+    records = RecordsConfig(fraction=0.5, per_window=2, symbols="reserved")
+    cfg = TextDataConfig(corpus="folder", path=str(tmp_path), seq_len=32, records=records)
+    with pytest.raises(ConfigError, match=r"data.records.symbols: given 'reserved'; the text uses 256 of"):
+        module(cfg)

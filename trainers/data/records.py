@@ -1,8 +1,11 @@
 """Key-value records planted in real text: the one record format of the recall probe
 (trainers.recall's lookups) and of the training mix that teaches it (`data.records`).
 
-A record is `key value`: KEY_TOKENS then VALUE_TOKENS tokens drawn uniformly from the ALPHABET
-most frequent tokens of the text (`alphabet`), the keys of one window distinct (`draw_records`).
+A record is `key value`: KEY_TOKENS then VALUE_TOKENS tokens drawn uniformly from ALPHABET
+symbols, the keys of one window distinct (`draw_records`). The symbols are the text's most
+frequent tokens (`alphabet`), or ids the text never uses (`reserved`: the records' own, so a
+model cannot half-guess a value from the text's statistics and must look it up; the recall probe
+then scores lookups in them too, as `reserved_recall_*`).
 A query repeats a record's key, then its value, which nothing but the record predicts.
 
 The mix (`PlantedRecords`): in `fraction` of each training batch's windows (a fixed count per
@@ -43,6 +46,22 @@ def alphabet(arrays: Sequence[np.ndarray], size: int = ALPHABET) -> np.ndarray:
     for a in arrays:
         counts += np.bincount(np.asarray(a, dtype=np.int64), minlength=width)
     return np.argsort(-counts, kind="stable")[:size]
+
+
+def reserved(arrays: Sequence[np.ndarray], vocab_size: int, size: int = ALPHABET) -> np.ndarray:
+    """The `size` highest ids below `vocab_size` that no array of `arrays` uses: symbols of records
+    alone (`data.records.symbols: reserved`), which the text around them never predicts. Raises
+    ValueError when fewer ids are free."""
+    used = np.zeros(vocab_size, dtype=bool)
+    for a in arrays:
+        used |= np.bincount(np.asarray(a, dtype=np.int64), minlength=vocab_size)[:vocab_size] > 0
+    free = np.flatnonzero(~used)
+    if len(free) < size:
+        raise ValueError(
+            f"the text uses {vocab_size - len(free)} of the vocabulary's {vocab_size} ids, "
+            f"leaving {len(free)} free; reserved symbols need {size}"
+        )
+    return free[-size:]
 
 
 def draw_records(rng: np.random.Generator, symbols: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
+from arch.configtree import ConfigError, Issue
 from trainers.config import TextDataConfig
 from trainers.data.cache import cache_root, save_json, save_npy
 from trainers.data.corpora import load_corpus, sha256
-from trainers.data.records import PlantedRecords, alphabet
+from trainers.data.records import PlantedRecords, alphabet, reserved
 from trainers.data.registry import register_data
 from trainers.data.repeats import PlantedRepeats
 from trainers.data.tokenizer import make_tokenizer
@@ -71,6 +72,16 @@ def unigram_entropy(ids: np.ndarray, vocab_size: int) -> float:
     return float(-(p * np.log(p)).sum())
 
 
+def reserved_symbols(cfg: TextDataConfig, arrays) -> np.ndarray:
+    """`data.records.symbols: reserved`'s ids for this text (ConfigError naming the key when the
+    text leaves too few free)."""
+    try:
+        return reserved(arrays, cfg.vocab_size("", []))
+    except ValueError as err:
+        allowed = "allowed: text, or a corpus and tokenizer that leave ids unused (byte-level ASCII text)"
+        raise ConfigError([Issue("data.records.symbols", f"given 'reserved'; {err}; {allowed}")]) from None
+
+
 @register_data(TextDataConfig)
 class TextDataModule(WindowDataModule):
     def __init__(self, cfg: TextDataConfig, data_root=None, **kw):
@@ -78,6 +89,9 @@ class TextDataModule(WindowDataModule):
         self.cfg, self.root = cfg, cache_root(data_root)
         self.meta: dict = {}
         self.train_arrays: list[np.ndarray] = []  # the training tokens, once `setup` ran
+        self.reserved_symbols: np.ndarray | None = (
+            None  # data.records.symbols reserved: the recall probe's too
+        )
 
     def setup(self, stage: str | None = None) -> None:
         fresh = self.train_set is None
@@ -87,7 +101,12 @@ class TextDataModule(WindowDataModule):
             self.train_set = PlantedRepeats(self.train_set, self.cfg.repeats, self.seed, vocab)
         records = self.cfg.records
         if fresh and records.fraction:
-            symbols = alphabet(self.train_arrays)  # the training text's own: validation stays unread
+            if records.symbols == "reserved":
+                symbols = self.reserved_symbols = reserved_symbols(
+                    self.cfg, [*self.train_arrays, *self.val_arrays]
+                )
+            else:
+                symbols = alphabet(self.train_arrays)  # the training text's own: validation stays unread
             self.train_set = PlantedRecords(
                 self.train_set, symbols, records.fraction, records.per_window, records.loss, self.seed
             )

@@ -238,3 +238,19 @@ def test_evals_tasks_define_a_study_and_its_batch_size_does_not(tmp_path):
     assert prints["evals.batch_size=32"] == study.fingerprint()
     assert prints["evals.limit=200"]["evals.limit"] != study.fingerprint()["evals.limit"]
     assert prints["evals.tasks=[piqa, hellaswag]"]["evals.tasks"] != study.fingerprint()["evals.tasks"]
+
+
+def test_reserved_record_symbols_on_a_text_that_uses_every_byte_are_refused_at_load(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "all.txt").write_bytes(bytes(range(256)) * 40)
+    data = {"kind": "text", "corpus": "folder", "path": str(corpus), "seq_len": 128,
+            "records": {"fraction": 0.5, "symbols": "reserved"}}  # fmt: skip
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump({"name": "reserved", "trial": {"data": data}}))
+    expected = r"trial.data.records.symbols: given 'reserved' for corpus 'folder'; the text uses 256 of"
+    with pytest.raises(ConfigError, match=expected):
+        launch.load(path)
+    data["records"]["symbols"] = "text"
+    path.write_text(yaml.safe_dump({"name": "reserved", "trial": {"data": data}}))
+    assert launch.load(path).n_runs() == 1
