@@ -184,12 +184,7 @@ def validate_points(study) -> list[Issue]:
     for i, objective in enumerate(study.objectives):
         if problem := metrics_table.data_issue(objective.metric, base.data.kind):
             issues.append(Issue(f"objectives[{i}].metric", problem))
-        elif (
-            objective.metric in RecallConfig.METRICS + RecallConfig.RESERVED
-            and (problem := base.recall.issue(base.data.kind, base.data.seq_len))
-            or objective.metric in RecallConfig.RESERVED
-            and (problem := base.recall.reserved_issue(base.data, objective.metric))
-        ):
+        elif problem := _recall_issue(base, objective.metric):
             issues.append(Issue(f"objectives[{i}].metric", f"given {objective.metric!r}; {problem}"))
     issues.extend(_evals_data(study, points))
     issues.extend(_per_token_across_tokenizers(study, points))
@@ -257,6 +252,16 @@ def tokenization(config) -> str:
     if data.kind == "text":
         return "byte" if data.tokenizer == "byte" else f"bpe{data.bpe_vocab_size}"
     return f"{data.kind}:{getattr(data, 'path', '')}"
+
+
+def _recall_issue(base, metric: str) -> str | None:
+    """Why the recall probe would not measure `metric` for the study's base trial (None: it does,
+    or the metric is not the probe's)."""
+    if metric not in RecallConfig.METRICS + RecallConfig.RESERVED:
+        return None
+    if problem := base.recall.issue(base.data.kind, base.data.seq_len):
+        return problem
+    return base.recall.reserved_issue(base.data, metric) if metric in RecallConfig.RESERVED else None
 
 
 def _reserved_symbols(study, points) -> list[Issue]:
