@@ -18,7 +18,6 @@ trial's resources (the cost probe); `disconnect()`. The parts live beside it:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import warnings
@@ -84,13 +83,13 @@ class RayBackend(Backend):
             kwargs["_system_config"] = {"prestart_worker_first_driver": False}
         else:
             kwargs["address"] = study.ray.address
-        if not ray.is_initialized():
-            if study.ray.address is None:
-                end_leftovers(study.results_dir() / RAY_PROCESSES)
-            with bare_head() if study.ray.address is None else contextlib.nullcontext():
+        if not ray.is_initialized() and study.ray.address is None:  # a local Ray, started here
+            end_leftovers(study.results_dir() / RAY_PROCESSES)
+            with bare_head():
                 ray.init(**kwargs)
-            if study.ray.address is None:
-                remember_processes(study.results_dir() / RAY_PROCESSES)
+            remember_processes(study.results_dir() / RAY_PROCESSES)
+        elif not ray.is_initialized():
+            ray.init(**kwargs)
         res = ray.cluster_resources()
         cpus, gpus = float(res.get("CPU", 0)), float(res.get("GPU", 0))
         issues = resource_issues(study.resources, cpus, gpus, "cluster")
