@@ -174,19 +174,19 @@ def measure(logits_fn: LogitsFn, arrays: Sequence[np.ndarray], seq_len: int, win
     return out
 
 
-def emergence(curve: Sequence[tuple[int, float]], final_tokens: int) -> dict[str, float]:
+def emergence(curve: Sequence[tuple[int, float]]) -> dict[str, float]:
     """From the reserved lookups' accuracy after each validation, (tokens, acc) in training order:
     `reserved_recall_auc`, its mean over the curve (the area under it per token of the budget when
     validations are evenly spaced: 1/ALPHABET for a model that never recalls, near 1 for one that
     recalls from the start), and `reserved_recall_tokens`, the tokens trained when it first reached
-    EMERGED (the budget, `final_tokens`, when it never did: censored, and `reserved_recall_emerged`
-    says which)."""
+    EMERGED (the last point's tokens, the budget, when it never did: censored, and
+    `reserved_recall_emerged` says which)."""
     if not curve:
         return {}
     crossed = [tokens for tokens, acc in curve if acc >= EMERGED]
     return {
         "reserved_recall_auc": float(np.mean([acc for _, acc in curve])),
-        "reserved_recall_tokens": float(crossed[0] if crossed else final_tokens),
+        "reserved_recall_tokens": float(crossed[0] if crossed else curve[-1][0]),
         "reserved_recall_emerged": float(bool(crossed)),
     }
 
@@ -242,5 +242,4 @@ class RecallProbe(pl.Callback):
         self.curve = [tuple(point) for point in state.get("curve", [])]
 
     def metrics(self) -> dict[str, float]:
-        final_tokens = self.curve[-1][0] if self.curve else 0
-        return {**self.values, **emergence(self.curve, final_tokens)}
+        return {**self.values, **emergence(self.curve)}

@@ -166,12 +166,12 @@ def test_lookups_in_reserved_symbols_are_scored_apart(val):
 
 def test_emergence_is_the_first_validation_at_half_accuracy_and_the_mean_of_the_curve():
     curve = [(100, 0.03), (200, 0.04), (300, 0.6), (400, 0.99)]
-    got = recall.emergence(curve, 400)
+    got = recall.emergence(curve)
     assert got["reserved_recall_tokens"] == 300 and got["reserved_recall_emerged"] == 1.0
     assert got["reserved_recall_auc"] == pytest.approx((0.03 + 0.04 + 0.6 + 0.99) / 4)
-    never = recall.emergence([(100, 0.03), (200, 0.2)], 200)
+    never = recall.emergence([(100, 0.03), (200, 0.2)])
     assert never["reserved_recall_tokens"] == 200 and never["reserved_recall_emerged"] == 0.0  # censored
-    assert recall.emergence([], 0) == {}
+    assert recall.emergence([]) == {}
 
 
 def test_a_trial_on_reserved_records_logs_the_curve_and_its_emergence(tiny_tree):
