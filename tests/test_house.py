@@ -1,4 +1,4 @@
-"""The house rule, read from the code's own imports (README, "Layout, and where to extend"):
+"""The house rule, read from the code's own imports (README, "Layout"; docs/extending.md):
 each room imports only the rooms below it, no modules import each other in a circle, and a
 function-level import of a project module says why on its line or the line above. An import
 under `if TYPE_CHECKING:` counts as an arrow: a circle the type checker sees is still a circle."""
