@@ -111,3 +111,47 @@ def test_auto_needs_the_gpus_size(tmp_path, monkeypatch):
     with pytest.raises(launcher.ConfigError) as err:
         load_study(path) and launcher.load(path)
     assert "trial.train.micro_batch: given 'auto'; needs the GPU's size" in str(err.value)
+
+
+def _budget_between_micro_batch_4_and_8(tmp_path, results) -> float:
+    (whole, half), (whole_sat, half_sat) = peaks(tmp_path, results)
+    return (max(whole, whole_sat) + max(half, half_sat)) / 2 / memory.HEADROOM / GIB
+
+
+RUN_KINDS = {  # every kind of run a study makes besides a plain grid point's seeds
+    "tune": {"tune": {"train.lr": {"low": 1.0e-3, "high": 1.0e-2, "points": 2}, "seeds": 1}},
+    "adaptive": {"repeats": {"min": 1, "max": 2}},
+    "random": {"sampler": {"kind": "random", "seed": 0}, "n_trials": 2},
+    "tpe": {"sampler": {"kind": "tpe", "seed": 0}, "n_trials": 2,
+            "space": {"model.residual": ["baseline_kind_none"], "train.lr": {"low": 1.0e-3, "high": 1.0e-2}}},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", list(RUN_KINDS))
+def test_micro_batch_auto_is_resolved_for_every_run_kind(tmp_path, results, kind):
+    """Tune runs, confirming runs, adaptive seeds and sampled points all train at the split the
+    memory plan chose: none reaches trainers.fit with `micro_batch: auto` (which it refuses)."""
+    gib = _budget_between_micro_batch_4_and_8(tmp_path, results)
+    extra = dict(RUN_KINDS[kind])
+    if "space" in extra:  # a sampled continuous range beside the designs
+        extra["space"] = {
+            "model.residual": {"choices": {"baseline": {"kind": "none"}}},
+            "train.lr": extra["space"]["train.lr"],
+        }
+    extra.setdefault("repeats", 1)
+    path = write_study(
+        tmp_path,
+        trial=tiny_trial(model=MODEL, train={"micro_batch": "auto"}),
+        resources={"gpu_memory_gb": gib},
+        output={"dir": str(results / kind), "mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},
+        **extra,
+    )
+    study = launcher.load(path)
+    seen = []
+
+    def recording_fit(config, **kwargs):
+        seen.append((config.train.micro_batch, config.train.batch_size, config.train.grad_accum))
+        return fake_fit.fit(config, **kwargs)
+
+    assert launch(study, fit=recording_fit, probe=fake_fit.PROBE) == 0
+    assert seen and all(s == (None, 4, 2) for s in seen), seen
