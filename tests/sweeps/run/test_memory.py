@@ -37,8 +37,7 @@ def gpu_study(tmp_path, results, gpu_memory_gb=80.0, **train):
 
 def peaks(tmp_path, results) -> list[float]:
     """Each point's predicted peak at its own micro-batch (8 x 32) and at half of it (4 x 32)."""
-    study = launcher.load(gpu_study(tmp_path, results))
-    plans = study.launch_plans["memory"]
+    plans = launcher.load(gpu_study(tmp_path, results)).memory
     return [(pp.prediction.peak, pp.fit.predict(4, 32, 2).peak) for pp in plans]
 
 
@@ -61,8 +60,7 @@ def test_a_second_dry_run_reads_the_cache(tmp_path, results, monkeypatch):
         raise AssertionError("measured again")
 
     monkeypatch.setattr(memory, "measure", no_measuring)
-    study = launcher.load(gpu_study(tmp_path, results))
-    assert len(study.launch_plans["memory"]) == 2
+    assert len(launcher.load(gpu_study(tmp_path, results)).memory) == 2
 
 
 def test_a_point_that_does_not_fit_is_refused_naming_what_fits(tmp_path, results, capsys):
