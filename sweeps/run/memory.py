@@ -6,7 +6,7 @@ this machine's CPU with the exact meter at small micro-batches and extrapolated 
 - `--dry-run` prints `table_lines` (every point, with its breakdown); the launch prints it before
   any trial starts.
 - `resources.gpu_memory_gb` (else the CUDA device's own size) makes it a check at load
-  (`memory_issues`): a point whose peak exceeds `HEADROOM` of the GPU is refused, naming the largest
+  (`memory_plan`): a point whose peak exceeds `HEADROOM` of the GPU is refused, naming the largest
   micro-batch (and grad_accum) that fits and whether `activation_checkpointing: blocks` would.
 - `train.micro_batch: auto` picks that micro-batch itself, for every run the study makes (grid
   points, tune and confirming runs, and a sampler's points as they come): `memory_plan` returns a
@@ -310,7 +310,7 @@ def resolve_micro_batches(plan, plans: Plans, budget: float) -> tuple[list[Issue
     """(issues, {RunKey: Split}) for every run `plan` knows: grid points, tune runs and every
     confirming run a tune stage can choose (their models are the grid points': measured once)."""
     issues, splits = [], {}
-    for i, key in enumerate(plan.keys()):
+    for i, key in enumerate(plan.runs()):
         cfg = plan.study.trial_config(key.point, overrides=key.overrides)
         split = split_of(cfg, plans, budget)
         if split is not None:

@@ -16,7 +16,9 @@
 The `Study` is the one home of what follows from its file: the parsed base trial (`base`), the
 search space over that base (`search_space`), the grid (`grid`, computed once with the trial as
 its base: validation, the point count, `--dry-run` and the launcher read this one list) and the
-resolved trial config of each point and seed (`trial_config`). Nothing else parses `study.trial`.
+parsed trial config of each point and seed (`trial_config`). Nothing else parses `study.trial`.
+Nothing writes into a Study once it is built: the runs it makes, with each one's config and
+micro-batch split, are resolved once into a StudyPlan (sweeps.study.study_plan).
 """
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ class StudyPlan:
     # The memory plan's rows (sweeps.run.memory.PointPlan, one per grid point); None: no plan
     memory: tuple | None = None
 
-    def keys(self) -> tuple[RunKey, ...]:
+    def runs(self) -> tuple[RunKey, ...]:
         """Every run known before the study runs (a sampler's points come as it runs)."""
         return (*self.grid, *self.tune, *self.confirming)
 
