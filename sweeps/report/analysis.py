@@ -23,23 +23,26 @@ from sweeps.report.stats import median_interval
 from sweeps.report.verdicts import rule_for
 from sweeps.study import tuning
 from sweeps.study.reference import matched_points, reference_points
+from sweeps.study.study_plan import RunKey, resolve
 from trainers import metrics as metrics_table
 from trainers.machine import describe
 
 REPLICATES = 1000  # bootstrap replicates of p_front (its Monte Carlo error: at most 1.6 points)
 
 
-def fronts_for(study, trials, replicates: int = REPLICATES) -> dict:
+def fronts_for(study, trials, replicates: int = REPLICATES, plan=None) -> dict:
     """The fronts of `study` over the COMPLETE ones of `trials` (others are ignored): per point its
     statistics, paired verdicts against the reference and p_front (`fronts.compute`), the probe's
     timing rounds in place of seeds for the metrics it times, and the spread of the probe
     baseline's own absolute timings as its throughput interval. `result["robust"]`: the metrics
-    summarised by their median."""
+    summarised by their median. `plan`: the StudyPlan the runs were made from (each run's config,
+    its micro-batch split included, as the probe timed it); resolved from `study` when not given."""
+    plan = plan or resolve(study)
     trials = list(trials)
     complete = [t for t in trials if t.state == TrialState.COMPLETE and not tuning.is_tune(t)]
     objectives = [(o.metric, o.direction) for o in study.objectives]
     entries = _probe_entries(study)
-    rounds = probe_samples(study, complete, entries)
+    rounds = probe_samples(plan, complete, entries)
     timed = {m for samples in rounds.values() for m in samples}
     robust = metrics_table.robust(timed)
     references = reference_points(study, complete)
@@ -56,7 +59,7 @@ def fronts_for(study, trials, replicates: int = REPLICATES) -> dict:
     if study.rungs:  # what the per-rung conclusions name: each rung's size and budget
         result["rungs"] = {r["label"]: {"params": r["params"], "tokens": r["tokens"]} for r in study.rungs}
     speed = metrics_table.TOKENS_PER_S
-    scales = probe_scales(study, complete, entries) if speed in robust else {}
+    scales = probe_scales(plan, complete, entries) if speed in robust else {}
     for row in result["points"]:  # the probe's baseline: the interval of its own timings
         if scale := scales.get(row["point"]):
             ci = median_interval(scale)
@@ -64,11 +67,12 @@ def fronts_for(study, trials, replicates: int = REPLICATES) -> dict:
     return result
 
 
-def report_fronts(study, trials, tracker=None, stream=None) -> dict[str, float]:
+def report_fronts(study, trials, tracker=None, stream=None, plan=None) -> dict[str, float]:
     """The fronts of `study`'s trials: files, the printed table and conclusions, and (with the
-    launch's tracker) the files in the parent run and tags on the children."""
+    launch's tracker) the files in the parent run and tags on the children. `plan`: as in
+    `fronts_for`."""
     stream = stream or sys.stdout
-    result = fronts_for(study, trials)
+    result = fronts_for(study, trials, plan=plan)
     if not result["points"]:
         print("pareto: no trial has completed its budget yet", file=stream)
         return {"points": 0.0}
@@ -175,9 +179,10 @@ def _probe_entries(study) -> dict:
     return load_costs(costs_path(study))
 
 
-def probe_samples(study, trials, entries: dict | None = None) -> dict[str, dict]:
+def probe_samples(plan, trials, entries: dict | None = None) -> dict[str, dict]:
     """Per point, the cost probe's value of each round for the objectives it times ({} for a point
-    never probed): {point id: {metric: {round: value}}}."""
+    never probed): {point id: {metric: {round: value}}}. `plan`: the runs' StudyPlan."""
+    study = plan.study
     entries = _probe_entries(study) if entries is None else entries
     wanted = [o.metric for o in study.objectives if metrics_table.is_timed(o.metric)]
     out = {}
@@ -185,18 +190,18 @@ def probe_samples(study, trials, entries: dict | None = None) -> dict[str, dict]
         pid = t.user_attrs.get("point")
         if pid in out or not entries:
             continue
-        rounds = round_samples(entries, study.trial_config(dict(t.params)))
+        rounds = round_samples(entries, plan.config(RunKey.of(t.params)))
         if picked := {m: rounds[m] for m in wanted if rounds.get(m)}:
             out[pid] = picked
     return out
 
 
-def probe_scales(study, trials, entries: dict | None = None) -> dict[str, list[float]]:
+def probe_scales(plan, trials, entries: dict | None = None) -> dict[str, list[float]]:
     """The absolute tokens/s timings of the point that is the probe's baseline (every other
     point's rounds are ratios to it, so its own rounds say nothing of its uncertainty)."""
-    entries = _probe_entries(study) if entries is None else entries
+    entries = _probe_entries(plan.study) if entries is None else entries
     out = {}
     for t in trials:
-        if entries and (samples := scale_samples(entries, study.trial_config(dict(t.params)))):
+        if entries and (samples := scale_samples(entries, plan.config(RunKey.of(t.params)))):
             out[t.user_attrs.get("point")] = samples
     return out

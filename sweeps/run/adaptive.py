@@ -32,7 +32,6 @@ from sweeps.report.analysis import fronts_for
 from sweeps.report.fronts import is_reference
 from sweeps.report.verdicts import OPEN
 from sweeps.study.reference import reference_points
-from sweeps.study.space import point_id
 from trainers.metrics import varies_with_seed
 
 P_FRONT_DECIDED = 0.05
@@ -41,7 +40,7 @@ ATTR = "adaptive_seeds"
 
 def seed_counts(plan) -> dict[str, int]:
     """Seeds per point id as decided so far (every point at `min` before any decision)."""
-    ids = [point_id(p) for p in plan.study.planned_points()]
+    ids = [key.point_id for key in plan.resolved.grid]
     seeds = plan.study.seeds
     if not seeds.adaptive:  # fixed seeds: nothing stored to read
         return dict.fromkeys(ids, seeds.min)
@@ -59,7 +58,7 @@ def extend(plan, trials, is_done) -> dict[str, int]:
     taken = {(t.user_attrs.get("point"), t.user_attrs.get("repeat")) for t in trials if is_done(t)}
     if any((pid, r) not in taken for pid, n in counts.items() for r in range(n)):
         return counts  # the round is still running: decide on finished rounds only
-    more = undecided_points(study, [t for t in trials if t.state == TrialState.COMPLETE])
+    more = undecided_points(plan.resolved, [t for t in trials if t.state == TrialState.COMPLETE])
     grow = {pid for pid in more if counts.get(pid, 0) < study.seeds.max}
     if not grow:
         return counts
@@ -74,11 +73,13 @@ def extend(plan, trials, is_done) -> dict[str, int]:
     return counts
 
 
-def undecided_points(study, complete) -> set[str]:
-    """Point ids whose verdict or front membership more seeds could still settle."""
+def undecided_points(resolved, complete) -> set[str]:
+    """Point ids whose verdict or front membership more seeds could still settle (`resolved`: the
+    StudyPlan the runs were made from)."""
     if not complete:
         return set()
-    result = fronts_for(study, complete)
+    study = resolved.study
+    result = fronts_for(study, complete, plan=resolved)
     seed_moved = [o.metric for o in study.objectives if varies_with_seed(o.metric)]
     out = set()
     for row in result["points"]:

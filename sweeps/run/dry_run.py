@@ -18,6 +18,7 @@ from sweeps.study.architecture import arch_key, architecture
 from sweeps.study.checks import eval_tasks
 from sweeps.study.ladder import over_one_epoch, targets
 from sweeps.study.reference import TOLERANCE, multiple_of
+from sweeps.study.study_plan import StudyPlan, resolve
 from trainers.metrics import is_exact, is_timed
 
 
@@ -28,7 +29,10 @@ def _resources_text(resources) -> str:
     return f"{resources.workers} data-parallel workers x ({each}) per trial"
 
 
-def plan_text(study: Study) -> str:
+def plan_text(plan: StudyPlan | Study) -> str:
+    """The dry run of `plan` (a Study is resolved here, without the memory plan that `load` adds)."""
+    plan = plan if isinstance(plan, StudyPlan) else resolve(plan)
+    study = plan.study
     backend = backends.get(study.backend)
     shown = [n for n, p in study.search_space.params.items() if not p.planned_only]  # tune: below
     lines = [
@@ -56,18 +60,14 @@ def plan_text(study: Study) -> str:
         f"optuna       {study.storage_url()} study {study.name!r}",
         f"results      {study.results_dir()}",
     ]
-    lines += ladder_lines(study) + matched_lines(study) + tune_lines(study)
-    lines += table_lines(study, study.launch_plans.get("memory"))
+    lines += ladder_lines(plan) + matched_lines(study) + tune_lines(study)
+    lines += table_lines(study, plan.memory)
     varies = len(set(study.budgets)) > 1
-    if study.sampler.kind == "grid":
-        for i, point in enumerate(study.planned_points()):
-            budget = f"  ({study.trial_config(point).train.tokens} tokens)" if varies else ""
-            lines.append(
-                f"  point {i:3d}  "
-                + ", ".join(f"{k}={v}" for k, v in point.items())
-                + budget
-                + _split(study, point)
-            )
+    for i, key in enumerate(plan.grid):
+        cfg = plan.config(key)
+        budget = f"  ({cfg.train.tokens} tokens)" if varies else ""
+        shown = ", ".join(f"{k}={v}" for k, v in key.point.items())
+        lines.append(f"  point {i:3d}  {shown}{budget}{_split(study, cfg)}")
     return "\n".join(lines)
 
 
@@ -81,11 +81,11 @@ def _evals_lines(study: Study) -> list[str]:
     return [f"evals        {', '.join(eval_tasks(study))} at the end of each run ({limit}{where})"]
 
 
-def _split(study: Study, point) -> str:
-    """The split `train.micro_batch: auto` chose, the global batch beside it."""
+def _split(study: Study, cfg) -> str:
+    """The split `train.micro_batch: auto` chose (`cfg`: a run's config), the global batch beside it."""
     if study.base.train.micro_batch != "auto":
         return ""
-    t = study.trial_config(point).train
+    t = cfg.train
     return (
         f"  (micro_batch auto: train.batch_size {t.batch_size} x grad_accum {t.grad_accum} = global batch "
         f"{t.batch_size * t.grad_accum}, as given {study.base.train.batch_size} x "
@@ -180,10 +180,11 @@ def probe_seconds(probe, cfg, n_archs: int, params: float, gpus: float = 0) -> f
     return PROBE_START_S + steps * cfg.tokens_per_step * seconds_per_token(params, None, gpus)
 
 
-def ladder_lines(study) -> list[str]:
+def ladder_lines(plan: StudyPlan) -> list[str]:
     """The rungs (parameters, tokens, FLOPs, epochs, lr), the epoch warnings and the estimated
     time (`trial_seconds` of every point: the cost probe's cached tokens/s when there is one, else
     the calibrated CPU cost), times the seeds (both ends with adaptive seeds)."""
+    study = plan.study
     rungs = study.rungs
     if not rungs:
         return []
@@ -209,9 +210,9 @@ def ladder_lines(study) -> list[str]:
     lines += [f"  warning: {w}" for w in over_one_epoch(rungs)]
     gpus = study.resources.total_gpus
     seconds, probed, unprobed = 0.0, 0, {}
-    for point in study.planned_points():
-        cfg = study.trial_config(point)
-        params = study.rung_of(point)["params"]
+    for run in plan.grid:
+        cfg = plan.config(run)
+        params = study.rung_of(run.point)["params"]
         key = arch_key(architecture(cfg))
         entry = cached.get(key)
         speed = entry.get("tokens_per_s") if entry else None
@@ -227,15 +228,11 @@ def ladder_lines(study) -> list[str]:
         if gpus
         else f"{c0:.3g} s + {c1:.3g} s x N a token, calibrated at 2 threads (docs/scaling/cpu_ladder.md)"
     )
-    how = (
-        f"the cost probe's cached speed for {probed} of {len(study.planned_points())} point(s), else "
-        if probed
-        else ""
-    )
+    how = f"the cost probe's cached speed for {probed} of {len(plan.grid)} point(s), else " if probed else ""
     how += f"{unit}; evaluations, and {TRIAL_START_S:.0f} s a trial to start" + (
         f"; the cost probe of {len(unprobed)} size(s) {duration(probe)}" if unprobed else ""
     )
-    flops = sum(study.rung_of(p)["flops"] for p in study.planned_points())
+    flops = sum(study.rung_of(run.point)["flops"] for run in plan.grid)
     total = duration(seconds * study.seeds.min + probe)
     if study.seeds.adaptive:
         total += f" to {duration(seconds * study.seeds.max + probe)}"

@@ -7,10 +7,12 @@ Pareto fronts. The same command resumes an interrupted study. Exit status: 0 whe
 ended with at least one completed run (failed runs are recorded and allowed), 2 for a study that
 cannot run (nothing created), 4 when no run completed its budget, 130 when interrupted.
 
-This module only parses, locks and dispatches: the study (`sweeps.study`) owns its grid and
-trial configs, the dry run (`sweeps.run.dry_run`) prints the plan, the plan (`sweeps.run.plan`)
-the Optuna side, the driver (`sweeps.run.driver`) each run's records, the backends
-(`sweeps.run.backends`) where runs execute, and `sweeps.report` the fronts and ladder fits.
+This module only parses, locks and dispatches: the study (`sweeps.study`) owns its grid and is
+resolved once, at load, into the StudyPlan of its runs (`sweeps.study.study_plan`; the memory plan
+returns a new one with each run's micro-batch split), the dry run (`sweeps.run.dry_run`) prints
+it, the plan (`sweeps.run.plan`) the Optuna side, the driver (`sweeps.run.driver`) each run's
+records, the backends (`sweeps.run.backends`) where runs execute, and `sweeps.report` the fronts
+and ladder fits.
 """
 
 from __future__ import annotations
@@ -39,13 +41,14 @@ from sweeps.run import backends
 from sweeps.run.driver import Driver
 from sweeps.run.dry_run import plan_text
 from sweeps.run.eval_checks import eval_issues
-from sweeps.run.memory import memory_issues, table_lines
+from sweeps.run.memory import memory_plan, table_lines
 from sweeps.run.plan import Plan
 from sweeps.run.probe import Probe
 from sweeps.run.progress import Progress
 from sweeps.run.tracking import Tracker, open_store, ui_hint, ui_links
 from sweeps.study import Study, load_study, tuning
 from sweeps.study.load import save_resolved
+from sweeps.study.study_plan import StudyPlan, resolve
 
 EXIT_CONFIG = 2  # the study file (or the cluster) cannot run it; nothing was created
 EXIT_NOTHING_COMPLETED = 4  # the study ran to its end but no run completed its budget
@@ -64,16 +67,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def load(path, overrides=()) -> Study:
-    """The study (`sweeps.study.load_study`) and what its backend, this machine and lm-eval refuse:
-    every problem a launch can know before it starts anything, as one ConfigError naming the file."""
+def load(path, overrides=()) -> StudyPlan:
+    """The study (`sweeps.study.load_study`) resolved into its runs, and what its backend, this
+    machine and lm-eval refuse: every problem a launch can know before it starts anything, as one
+    ConfigError naming the file. The memory plan measures this machine (a GPU study): the plan
+    returned is the one with each run's split."""
     study = load_study(path, overrides)
+    plan = resolve(study)
     issues = backends.study_issues(study) + eval_issues(study)
     if not issues:  # the memory plan measures: only for a study that can otherwise run
-        issues, study.launch_plans["memory"] = memory_issues(study, stream=sys.stderr)
+        issues, plan = memory_plan(plan, stream=sys.stderr)
     if issues:
         raise ConfigError(issues, str(path))
-    return study
+    return plan
 
 
 def overrides_of(args) -> list[str]:
@@ -115,9 +121,12 @@ class LaunchLock:
         self.handle.close()
 
 
-def launch(study: Study, fit: Callable | None = None, stream=None, probe=None) -> int:
-    """Runs (or resumes) the study; returns the process exit status. `fit` and `probe` replace
-    trainers.fit and the cost probe (tests)."""
+def launch(plan: StudyPlan | Study, fit: Callable | None = None, stream=None, probe=None) -> int:
+    """Runs (or resumes) the study of `plan` (a Study is resolved here, without the machine's checks
+    that `load` makes); returns the process exit status. `fit` and `probe` replace trainers.fit and
+    the cost probe (tests)."""
+    resolved = plan if isinstance(plan, StudyPlan) else resolve(plan)
+    study = resolved.study
     stream = stream or sys.stdout
     launch_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{time.time_ns() % 1000:03d}"
     backend = backends.get(study.backend)
@@ -138,13 +147,14 @@ def launch(study: Study, fit: Callable | None = None, stream=None, probe=None) -
     costs["connect_s"] = time.time() - connect
     try:
         with LaunchLock(study.results_dir()):
-            return _run(study, fit, stream, launch_id, backend, cluster, probe, costs)
+            return _run(resolved, fit, stream, launch_id, backend, cluster, probe, costs)
     finally:
         backend.disconnect()
 
 
-def _run(study, fit, stream, launch_id, backend, cluster, probe, costs: dict) -> int:
-    plan = Plan(study, launch_id)
+def _run(resolved, fit, stream, launch_id, backend, cluster, probe, costs: dict) -> int:
+    study = resolved.study
+    plan = Plan(resolved, launch_id)
     plan.check_fingerprint()  # before anything is recorded: an edited study is refused (exit 2)
     if study.rungs:  # `python -m sweeps.scaling fit results/<name>` fits the folder alone
         save_resolved(study)
@@ -177,7 +187,7 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe, costs: dict) ->
     status, scaling = "FINISHED", []
     try:
         if plan.max_remaining():  # grid: every architecture timed in one interleaved session
-            probe.ensure(study.trial_config(p) for p in study.planned_points())
+            probe.ensure(resolved.config(key) for key in resolved.grid)
         backend.run(plan, driver, n, fit)
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C (Lightning turns it into SystemExit)
         status = "KILLED"
@@ -188,7 +198,7 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe, costs: dict) ->
     finally:
         reporting = time.time()
         summary = (
-            report_fronts(study, plan.trials(), tracker=tracker, stream=stream)
+            report_fronts(study, plan.trials(), tracker=tracker, stream=stream, plan=resolved)
             if status == "FINISHED"
             else {}
         )
@@ -241,19 +251,19 @@ def exit_now(code: int) -> NoReturn:
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        study = load(args.study, overrides_of(args))
+        plan = load(args.study, overrides_of(args))
     except ConfigError as err:
         print(err, file=sys.stderr)
         return EXIT_CONFIG
     if args.print_config:
-        print(yaml.safe_dump(study.to_dict(), sort_keys=False), end="")
+        print(yaml.safe_dump(plan.study.to_dict(), sort_keys=False), end="")
         return 0
     if args.dry_run:
-        print(plan_text(study))
+        print(plan_text(plan))
         return 0
-    print("\n".join(table_lines(study, study.launch_plans.get("memory"))))  # before any trial starts
+    print("\n".join(table_lines(plan.study, plan.memory)))  # before any trial starts
     try:
-        return launch(study)
+        return launch(plan)
     except ConfigError as err:  # a cluster without the resources a trial asks for
         print(err, file=sys.stderr)
         return EXIT_CONFIG

@@ -6,9 +6,11 @@ this machine's CPU with the exact meter at small micro-batches and extrapolated 
 - `--dry-run` prints `table_lines` (every point, with its breakdown); the launch prints it before
   any trial starts.
 - `resources.gpu_memory_gb` (else the CUDA device's own size) makes it a check at load
-  (`memory_issues`): a point whose peak exceeds `HEADROOM` of the GPU is refused, naming the largest
+  (`memory_plan`): a point whose peak exceeds `HEADROOM` of the GPU is refused, naming the largest
   micro-batch (and grad_accum) that fits and whether `activation_checkpointing: blocks` would.
-- `train.micro_batch: auto` picks that micro-batch itself (`resolve_micro_batches`).
+- `train.micro_batch: auto` picks that micro-batch itself, for every run the study makes (grid
+  points, tune and confirming runs, and a sampler's points as they come): `memory_plan` returns a
+  new StudyPlan with each run's split (sweeps.study.study_plan).
 
 A CPU study (resources.gpus 0, no gpu_memory_gb, no micro_batch auto) has no plan: nothing is
 measured. The measurements are cached in results/<name>/memory.json (as the cost probe's
@@ -18,6 +20,7 @@ costs.json), keyed by everything they depend on, so a second dry run reads them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -26,7 +29,8 @@ from pathlib import Path
 
 import torch
 
-from arch.configtree import Issue
+from arch.configtree import ConfigError, Issue
+from sweeps.study.study_plan import Split
 from trainers.loss import resolve_loss
 from trainers.memory_fit import GIB, MemoryFit, Prediction, fit
 from trainers.memory_probe import Measurements, measure
@@ -145,16 +149,17 @@ class Plans:
         tmp.write_text(json.dumps(self.cache))
         tmp.replace(self.path)  # atomic: a crash leaves the old file or the new one
 
-    def points(self) -> list[PointPlan]:
+    def points(self, plan) -> tuple[PointPlan, ...]:
+        """One row per grid point of `plan` (a StudyPlan), at its config (its split)."""
         out = []
-        for i, point in enumerate(self.study.planned_points()):
-            cfg = self.study.trial_config(point)
+        for i, key in enumerate(plan.grid):
+            cfg = plan.config(key)
             setup = setup_of(cfg)
             f = self.fit_of(cfg, setup)
             rows = cfg.train.batch_size // cfg.train.workers
             p = f.predict(rows, cfg.data.seq_len, cfg.train.grad_accum, cfg.train.workers)
-            out.append(PointPlan(i, point, cfg, setup, f, p, rows_per_step(cfg)))
-        return out
+            out.append(PointPlan(i, key.point, cfg, setup, f, p, rows_per_step(cfg)))
+        return tuple(out)
 
 
 def _gib(n: float) -> str:
@@ -227,23 +232,31 @@ def _suggestion(study, pp: PointPlan, budget: float, plans: Plans) -> str:
     return "; ".join(parts) + "; or train.micro_batch: auto"
 
 
-def memory_issues(study, stream=None) -> tuple[list[Issue], list[PointPlan] | None]:
-    """(what the GPU cannot hold, the plans) at load; resolves `train.micro_batch: auto` first."""
+def memory_plan(plan, stream=None):
+    """(what the GPU cannot hold, the StudyPlan with its memory plan) at load: a new plan, with
+    each run's split where `train.micro_batch: auto` asks for one; the plan as given for a CPU
+    study (nothing measured)."""
+    study = plan.study
     if not gpu_planned(study):
-        return [], None
+        return [], plan
     plans = Plans(study, stream)
     budget, where = gpu_budget(study)
     auto = study.base.train.micro_batch == "auto"
     if auto and budget is None:
         issue = Issue("trial.train.micro_batch", f"given 'auto'; needs the GPU's size: {where}")
-        return [issue], None
+        return [issue], plan
+    sized = None
     if auto:
-        issues = resolve_micro_batches(study, plans, budget)
+        issues, splits = resolve_micro_batches(plan, plans, budget)
         if issues:
-            return issues, None
-    points = plans.points()
+            return issues, plan
+        if study.sampler.kind != "grid":  # a sampled point's split, found as it comes
+            sized = functools.partial(_sized, plans=plans, budget=budget)
+        plan = plan.with_splits(splits, None, sized)
+    points = plans.points(plan)
+    plan = plan.with_splits(plan.splits, points, sized)
     if budget is None:
-        return [], points
+        return [], plan
     issues = []
     for pp in points:
         if pp.prediction.peak > budget:
@@ -259,29 +272,51 @@ def memory_issues(study, stream=None) -> tuple[list[Issue], list[PointPlan] | No
                     + _suggestion(study, pp, budget, plans),
                 )
             )
-    return issues, points
+    return issues, plan
 
 
-def resolve_micro_batches(study, plans: Plans, budget: float) -> list[Issue]:
-    """`train.micro_batch: auto`: each point gets the largest per-worker micro-batch that fits (a
+def split_of(cfg, plans: Plans, budget: float) -> Split | None:
+    """`train.micro_batch: auto` for one config: the largest per-worker micro-batch that fits (a
     divisor of its rows per optimizer step), grad_accum so that the global batch is unchanged, and
-    eval_batches so that an evaluation covers the same tokens."""
-    issues = []
-    for i, point in enumerate(study.planned_points()):
-        cfg = study.trial_config(point)
-        f = plans.fit_of(cfg, setup_of(cfg))
-        best = f.largest_fitting(budget, rows_per_step(cfg), cfg.data.seq_len, cfg.train.workers)
-        if best is None:
-            issues.append(
-                Issue(
-                    "trial.train.micro_batch",
-                    f"given 'auto'; point {i}: not even a micro-batch of 1 x {cfg.data.seq_len} fits "
-                    f"{_gib(budget)} GiB (predicted {_gib(f.predict(1, cfg.data.seq_len, 2).peak)} GiB); "
-                    "try train.activation_checkpointing: blocks",
-                )
-            )
-            continue
-        batch = best.rows * cfg.train.workers
-        evals = math.ceil(cfg.train.eval_batches * cfg.train.batch_size / batch)
-        study.set_split(point, batch, best.grad_accum, evals)
-    return issues
+    eval_batches so that an evaluation covers the same tokens; None when not even 1 row fits."""
+    best = plans.fit_of(cfg, setup_of(cfg)).largest_fitting(
+        budget, rows_per_step(cfg), cfg.data.seq_len, cfg.train.workers
+    )
+    if best is None:
+        return None
+    batch = best.rows * cfg.train.workers
+    evals = math.ceil(cfg.train.eval_batches * cfg.train.batch_size / batch)
+    return Split(batch, best.grad_accum, evals)
+
+
+def _refusal(cfg, plans: Plans, budget: float, which: str) -> str:
+    f = plans.fit_of(cfg, setup_of(cfg))
+    return (
+        f"given 'auto'; {which}: not even a micro-batch of 1 x {cfg.data.seq_len} fits "
+        f"{_gib(budget)} GiB (predicted {_gib(f.predict(1, cfg.data.seq_len, 2).peak)} GiB); "
+        "try train.activation_checkpointing: blocks"
+    )
+
+
+def _sized(cfg, plans: Plans, budget: float) -> Split:
+    """A sampled run's split (a sampler other than the grid proposes its points as it runs)."""
+    split = split_of(cfg, plans, budget)
+    if split is None:
+        raise ConfigError([Issue("trial.train.micro_batch", _refusal(cfg, plans, budget, "a sampled point"))])
+    return split
+
+
+def resolve_micro_batches(plan, plans: Plans, budget: float) -> tuple[list[Issue], dict]:
+    """(issues, {RunKey: Split}) for every run `plan` knows: grid points, tune runs and every
+    confirming run a tune stage can choose (their models are the grid points': measured once)."""
+    issues, splits = [], {}
+    for i, key in enumerate(plan.runs()):
+        cfg = plan.study.trial_config(key.point, overrides=key.overrides)
+        split = split_of(cfg, plans, budget)
+        if split is not None:
+            splits[key] = split
+        elif i < len(plan.grid):
+            issues.append(Issue("trial.train.micro_batch", _refusal(cfg, plans, budget, f"point {i}")))
+        elif not issues:  # a tune or confirming run trains its point's model: refused with it
+            issues.append(Issue("trial.train.micro_batch", _refusal(cfg, plans, budget, f"run {key.point}")))
+    return issues, splits

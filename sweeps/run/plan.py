@@ -34,6 +34,7 @@ from sweeps.run import adaptive
 from sweeps.run import storage as storages
 from sweeps.study import Study, samplers, tuning
 from sweeps.study.space import point_id
+from sweeps.study.study_plan import RunKey, StudyPlan
 
 INTERRUPTED = "interrupted"
 WAIT = "wait"  # Plan.claim: nothing to claim now, but other launchers' runs may still fail
@@ -49,7 +50,8 @@ def directions(study: Study) -> list[str]:
 
 @dataclasses.dataclass
 class RunSpec:
-    """One asked run: the Optuna trial, its point, repeat and seed."""
+    """One asked run: the Optuna trial, its point, repeat and seed (`key`: what the run is, the
+    StudyPlan's name for it)."""
 
     trial: optuna.Trial
     point: dict
@@ -62,6 +64,10 @@ class RunSpec:
     @property
     def number(self) -> int:
         return self.trial.number
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey.of(self.point, self.stage, self.overrides)
 
 
 def is_done(t: optuna.trial.FrozenTrial) -> bool:
@@ -77,7 +83,11 @@ def is_done(t: optuna.trial.FrozenTrial) -> bool:
 
 
 class Plan:
-    def __init__(self, study: Study, launch: str):
+    """The Optuna side of a StudyPlan's runs (`resolved`: sweeps.study.study_plan)."""
+
+    def __init__(self, resolved: StudyPlan, launch: str):
+        study = resolved.study
+        self.resolved = resolved
         self.study = study
         self.launch = launch
         self.space = study.search_space
@@ -200,8 +210,8 @@ class Plan:
         # Seed-major: every point with seed 0, then every point with seed 1, ...: a slow minute
         # of the machine is spread over the designs instead of landing on one point's seeds.
         for r in range(max(counts.values(), default=0)):
-            for point in self.study.planned_points():
-                pid = point_id(point)
+            for key in self.resolved.grid:
+                point, pid = key.point, key.point_id
                 if r >= counts[pid] or (pid, r) in taken:
                     continue
                 attrs = {"repeat": r, "point": pid}
@@ -217,11 +227,10 @@ class Plan:
         if self.study.tune is None:
             return {}
         for r in range(self.study.tune.seeds):
-            for _, point in tuning.tune_points(self.study):
-                pid = point_id(point)
-                if (pid, r) not in taken:
+            for key in self.resolved.tune:
+                if (key.point_id, r) not in taken:
                     self.optuna.enqueue_trial(
-                        point, user_attrs={"repeat": r, "point": pid, tuning.STAGE: tuning.TUNE}
+                        key.point, user_attrs={"repeat": r, "point": key.point_id, tuning.STAGE: tuning.TUNE}
                     )
         return tuning.choices(self.study, trials, is_done)
 
@@ -248,8 +257,8 @@ class Plan:
 
     def prepare(self, trial: optuna.Trial) -> RunSpec:
         """Samples (or reads the enqueued) point of an asked trial and fixes its repeat and seed."""
-        planned = self.study.grid_point(trial.user_attrs.get("point", ""))  # an enqueued grid point
-        point = self.space.suggest(trial, planned)
+        planned = self.resolved.planned(trial.user_attrs.get("point", ""))  # an enqueued grid point
+        point = self.space.suggest(trial, planned and planned.point)
         stage = trial.user_attrs.get(tuning.STAGE)
         repeat = trial.user_attrs.get("repeat")
         if repeat is None:
@@ -257,19 +266,16 @@ class Plan:
             trial.set_user_attr("repeat", 0)
             for r in range(1, self.study.repeats):
                 self.optuna.enqueue_trial(point, user_attrs={"repeat": r, "point": point_id(point)})
-        tune = stage == tuning.TUNE
-        seed = self.study.tune_seed_of(int(repeat)) if tune else self.study.seed_of(int(repeat))
-        pid = point_id(point)
-        trial.set_user_attr("point", pid)
+        key = RunKey.of(point, stage, trial.user_attrs.get(tuning.TUNED))
+        seed = self.resolved.seed(key, int(repeat))
+        trial.set_user_attr("point", key.point_id)
         trial.set_user_attr("seed", seed)
         trial.set_user_attr("launch", self.launch)
-        return RunSpec(
-            trial, point, pid, int(repeat), seed, stage, dict(trial.user_attrs.get(tuning.TUNED) or {})
-        )
+        return RunSpec(trial, point, key.point_id, int(repeat), seed, stage, key.overrides)
 
     def trial_config(self, run: RunSpec):
-        """The resolved `TrialConfig` of a run (its point, seed and tuned value)."""
-        return self.study.trial_config(run.point, run.seed, run.overrides)
+        """The resolved `TrialConfig` of a run (its point, split, seed and tuned value)."""
+        return self.resolved.config(run.key, run.seed)
 
     def values(self, metrics: dict) -> list[float] | None:
         out = []

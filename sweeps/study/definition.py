@@ -16,7 +16,9 @@
 The `Study` is the one home of what follows from its file: the parsed base trial (`base`), the
 search space over that base (`search_space`), the grid (`grid`, computed once with the trial as
 its base: validation, the point count, `--dry-run` and the launcher read this one list) and the
-resolved trial config of each point and seed (`trial_config`). Nothing else parses `study.trial`.
+parsed trial config of each point and seed (`trial_config`). Nothing else parses `study.trial`.
+Nothing writes into a Study once it is built: the runs it makes, with each one's config and
+micro-batch split, are resolved once into a StudyPlan (sweeps.study.study_plan).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from sweeps.study import tuning
 from sweeps.study.checks import study_issues
 from sweeps.study.fingerprint import fingerprint
 from sweeps.study.paths import KeyPaths
-from sweeps.study.reference import MATCH, MATCH_KINDS, MatchConfig, split_reference
+from sweeps.study.reference import MATCH, MATCH_KINDS, Match, MatchConfig, split_reference
 from sweeps.study.rungs import RUNG, ladder_rungs
 from sweeps.study.sections import (
     EvalsConfig,
@@ -69,6 +71,9 @@ class Study:
     # `reference: {match: params | flops}` (split from `reference:` as written): each design is
     # also compared with a baseline widened to its own budget (sweeps.study.reference).
     reference_match: MatchConfig | None = None
+    # Each design point's matched baseline (`sweeps.study.reference.Match`), () without
+    # `reference.match`: found at load (where the shapes are found and checked), never in a file.
+    matches: tuple[Match, ...] = ()
     # `tune: {train.lr: {low, high, points, log}, seeds: k}`: each point at its own best value of
     # that path, confirmed with fresh seeds (sweeps.study.tuning).
     tune: TuneConfig | None = None
@@ -116,9 +121,10 @@ class Study:
                 )
                 return None
             data["repeats"], data["repeats_max"] = repeats["min"], repeats["max"]
-        if "reference_match" in data:
-            issues.append(Issue("reference_match", "given; allowed: reference: {match: params | flops}"))
-            return None
+        for derived in ("reference_match", "matches"):
+            if derived in data:
+                issues.append(Issue(derived, "given; allowed: reference: {match: params | flops}"))
+                return None
         data["reference"], data["reference_match"] = split_reference(data.get("reference"))
         options = data["reference_match"] or {}
         if options.get("match", MATCH_KINDS[0]) not in MATCH_KINDS:
@@ -152,7 +158,7 @@ class Study:
     @functools.cached_property
     def rungs(self) -> list[dict]:
         """The scaling ladder's rungs (label, overrides, params N, tokens D, flops, epochs), smallest
-        compute first; [] without `scaling:`. Filled in at load (the expansion is checked there)."""
+        compute first; [] without `scaling:` (load checked the expansion)."""
         if self.scaling is None:
             return []
         return ladder_rungs(self.scaling, self.trial, "the study")
@@ -161,21 +167,6 @@ class Study:
         """The rung of a point (by its `rung` label), None without a ladder."""
         label = point.get(RUNG)
         return next((r for r in self.rungs if r["label"] == label), None)
-
-    @functools.cached_property
-    def matches(self) -> list:
-        """Each design point's matched baseline (`sweeps.study.reference.Match`), [] without
-        `reference.match`. Filled in at load (where the shapes are found and checked)."""
-        return []
-
-    def grid_point(self, pid: str) -> dict | None:
-        """The grid point, or tune point (`tune:`), with id `pid` (None: not one)."""
-        return self._grid_ids.get(pid)
-
-    @functools.cached_property
-    def _grid_ids(self) -> dict[str, dict]:
-        tuned = [p for _, p in tuning.tune_points(self)] if self.tune is not None else []
-        return {point_id(p): p for p in [*self.grid, *tuned]}
 
     @functools.cached_property
     def search_space(self) -> SearchSpace:
@@ -201,9 +192,10 @@ class Study:
         return self.grid[: self.n_points()]
 
     def trial_config(self, point: dict, seed: int | None = None, overrides: Mapping | None = None):
-        """The resolved `TrialConfig` of one point (and seed; `overrides`: {key path: value} set
-        on top, a confirming run's tuned value); each is parsed once."""
-        pid = point_id({**point, **(overrides or {})}) + ("+" if overrides else "")
+        """The parsed `TrialConfig` of one point (and seed; `overrides`: {key path: value} set on
+        top, a confirming run's tuned value), as the file gives it; each is parsed once. A run's
+        config, with its micro-batch split, is the StudyPlan's (sweeps.study.study_plan)."""
+        pid = (point_id(point), point_id(overrides or {}))
         cfg = self._point_configs.get(pid)
         if cfg is None:
             tree = self.search_space.apply(point)
@@ -211,21 +203,6 @@ class Study:
                 set_path(tree, path, value)
             cfg = self._point_configs[pid] = TrialConfig.from_dict(tree)
         return cfg if seed is None else dataclasses.replace(cfg, seed=seed)
-
-    def set_split(self, point: dict, batch_size: int, grad_accum: int, eval_batches: int) -> None:
-        """`train.micro_batch: auto` resolved (sweeps.run.memory): the point's micro-step batch and
-        accumulation, the global batch batch_size x grad_accum unchanged (checked)."""
-        cfg = self.trial_config(point)
-        train = cfg.train
-        if batch_size * grad_accum != train.batch_size * train.grad_accum:
-            raise ValueError(
-                f"split {batch_size} x {grad_accum} changes the global batch "
-                f"{train.batch_size} x {train.grad_accum}"
-            )
-        train = dataclasses.replace(
-            train, batch_size=batch_size, grad_accum=grad_accum, eval_batches=eval_batches, micro_batch=None
-        )
-        self._point_configs[point_id(point)] = dataclasses.replace(cfg, train=train)
 
     def _resolved_config(self, point: dict):
         """The point's trial config, or None when it does not parse (for `when:` look-ups)."""
@@ -249,11 +226,6 @@ class Study:
 
     @functools.cached_property
     def _point_configs(self) -> dict:
-        return {}
-
-    @functools.cached_property
-    def launch_plans(self) -> dict:
-        """What the launcher worked out at load for this study (sweeps.run.memory: "memory")."""
         return {}
 
     @property
@@ -294,6 +266,7 @@ class Study:
             tree["space"] = {k: v for k, v in tree["space"].items() if k != RUNG}
         if self.tune is not None:  # in its YAML form
             tree["tune"] = self.tune.as_written(tree["tune"])
+        tree.pop("matches")  # found again at load
         match = tree.pop("reference_match")
         if match is not None:  # as written: in `reference:`, its shapes found again at load
             tree["space"] = {k: v for k, v in tree["space"].items() if k != MATCH}

@@ -9,6 +9,7 @@ study that cannot run fails here, naming the file and the full key path, before 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -115,42 +116,41 @@ def load_study(path: str | os.PathLike, overrides: list[str] = ()) -> Study:
 
 
 def study_from_dict(tree: Mapping, source: str | None = None) -> Study:
-    rungs = None
     if isinstance(tree, Mapping) and tree.get("scaling") is not None:
-        tree, rungs = with_rungs(tree, source)
-    study = _parsed(tree, source, rungs)
+        tree, _ = with_rungs(tree, source)  # checked here; `Study.rungs` expands it again
+    study = _parsed(tree, source)
     if study.reference_match is not None:  # the design points first, then their matched baselines
-        study = _parsed(with_matched(study, tree, source), source, rungs, study)
+        matched, matches = with_matched(study, tree, source)
+        study = _parsed(matched, source, matches)
     return study
 
 
-def _parsed(tree: Mapping, source: str | None, rungs, designs: Study | None = None) -> Study:
-    """The study of `tree`, validated; `designs`: the same study before its matched baselines."""
+def _parsed(tree: Mapping, source: str | None, matches: tuple = ()) -> Study:
+    """The study of `tree`, validated; `matches`: its design points' matched baselines (found on
+    the same study before they joined its space)."""
     study = parse(Study, tree, "", source)
-    if rungs is not None:
-        study.__dict__["rungs"] = rungs  # the cached_property's slot: expanded once, here
-    if designs is not None:
-        study.__dict__["matches"] = designs.matches
+    if matches:
+        study = dataclasses.replace(study, matches=matches)
     issues = validate_points(study)
     if issues:
         raise ConfigError(issues, source)
     return study
 
 
-def with_matched(study: Study, tree: Mapping, source: str | None) -> dict:
-    """The tree with the matched baselines of `study` (sweeps.study.reference) as the last parameter
-    of `space:`; the matches are kept on `study`."""
+def with_matched(study: Study, tree: Mapping, source: str | None) -> tuple[dict, tuple]:
+    """(the tree with the matched baselines of `study` (sweeps.study.reference) as the last
+    parameter of `space:`, the matches)."""
     if MATCH in (tree.get("space") or {}):
         why = "the name of the matched baselines (reference.match); allowed: any other name"
         raise ConfigError([Issue(f"space.{MATCH}", why)], source)
     try:
-        study.__dict__["matches"] = find_matches(study)
+        matches = tuple(find_matches(study))
     except ConfigError as err:
         raise err.with_source(source) if source else err from None
-    param = matched_space(study, study.matches)
+    param = matched_space(study, matches)
     if param is None:
-        return dict(tree)
-    return {**tree, "space": {**(tree.get("space") or {}), MATCH: param}}
+        return dict(tree), matches
+    return {**tree, "space": {**(tree.get("space") or {}), MATCH: param}}, matches
 
 
 STUDY_FILE = "study.yaml"  # results/<name>/study.yaml: the resolved study (`sweeps.scaling fit <folder>`)

@@ -58,8 +58,9 @@ def check_launch(study, out: str, tasks=None):
 def test_a_local_study_scores_every_run_and_judges_the_eval_metric(tmp_path, tasks, capsys):
     path = evals_study(tmp_path, tasks, output={"dir": str(tmp_path / "results"),
                        "mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "checkpoints": True})  # fmt: skip
-    study = launcher.load(path)  # the launch's own checks, lm-eval's included
-    assert launcher.launch(study, probe=PROBE) == 0
+    plan = launcher.load(path)  # the launch's own checks, lm-eval's included
+    assert launcher.launch(plan, probe=PROBE) == 0
+    study = plan.study
     trials, runs = check_launch(study, capsys.readouterr().out)
     # the score is the final weights': `python -m evals` on the run's kept checkpoint agrees
     run_id = trials[1].user_attrs["mlflow_run_id"]
@@ -106,8 +107,9 @@ def test_the_dry_run_names_the_tasks(tmp_path, tasks, capsys):
 @pytest.mark.slow  # Ray's start and a fresh worker importing torch, Lightning and lm-eval: see docs/evals
 def test_a_ray_study_scores_every_run_in_its_worker(tmp_path, tasks, capsys):
     ray = {"num_cpus": 2, "reuse_actors": True}
-    study = launcher.load(evals_study(tmp_path, tasks, backend="ray", max_concurrent=2, ray=ray))
-    assert launcher.launch(study, probe=PROBE) == 0
+    plan = launcher.load(evals_study(tmp_path, tasks, backend="ray", max_concurrent=2, ray=ray))
+    assert launcher.launch(plan, probe=PROBE) == 0
+    study = plan.study
     _, runs = check_launch(study, capsys.readouterr().out)
     assert all(r.data.tags["ray.pid"] for r in runs.values())  # scored where Ray ran the trial
 
@@ -115,8 +117,9 @@ def test_a_ray_study_scores_every_run_in_its_worker(tmp_path, tasks, capsys):
 def test_a_run_whose_scoring_fails_is_recorded_as_failed_with_why(tmp_path, tasks, capsys):
     from tests.sweeps import fake_fit  # trains nothing and writes no weights
 
-    study = launcher.load(evals_study(tmp_path, tasks, repeats=1))
-    assert launcher.launch(study, fit=fake_fit.fit, probe=PROBE) == 4  # no run completed
+    plan = launcher.load(evals_study(tmp_path, tasks, repeats=1))
+    assert launcher.launch(plan, fit=fake_fit.fit, probe=PROBE) == 4  # no run completed
+    study = plan.study
     for run in mlflow_runs(study, "trial"):
         assert run.data.tags["sweep.status"] == "error" and run.info.status == "FAILED"
         assert run.data.tags["sweep.error"].startswith("evals: RuntimeError: training left no final weights")

@@ -37,7 +37,7 @@ def test_the_launchs_report_prints_the_machine_under_the_verdicts(monkeypatch, t
     info = {"cpu": "AMD EPYC", "cpus": "2", "torch": "2.13.0+cpu", "cpu_capability": "AVX512"}
     result = compute(trials, [("val_loss", "minimize")], reference="base", replicates=20)
     monkeypatch.setattr(
-        analysis, "fronts_for", lambda study, trials: {**result, "machines": [describe(info)]}
+        analysis, "fronts_for", lambda study, trials, **kw: {**result, "machines": [describe(info)]}
     )
     monkeypatch.setattr(analysis, "write_files", lambda result, folder: [])
     out = io.StringIO()

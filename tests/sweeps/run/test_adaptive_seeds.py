@@ -14,6 +14,7 @@ from optuna.trial import TrialState
 from sweeps.run import adaptive, launch
 from sweeps.study import load_study
 from sweeps.study.space import point_id
+from sweeps.study.study_plan import resolve
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import mlflow_runs, optuna_trials, start, wait_for_complete, write_study
 
@@ -92,7 +93,7 @@ def test_decisions_are_stored_and_survive_kill_9(tmp_path):
     first.wait(30)
     from sweeps.run.plan import Plan
 
-    decided = adaptive.seed_counts(Plan(study, "look"))
+    decided = adaptive.seed_counts(Plan(resolve(study), "look"))
     assert sorted(decided.values()) == [2, 3, 3]  # round 2: the noisy point and the reference
 
     assert launch.launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
@@ -121,7 +122,7 @@ def test_two_launchers_on_one_rdb_study_make_the_same_decisions_once(tmp_path):
               "mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}  # fmt: skip
     path = adaptive_study(tmp_path, output=output)
     study = load_study(path)
-    a, b = Plan(study, "a"), Plan(study, "b")
+    a, b = Plan(resolve(study), "a"), Plan(resolve(study), "b")
     assert a.shared
     a.recover(), b.recover()
     pending, turn = [], 0

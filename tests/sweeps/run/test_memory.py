@@ -37,8 +37,7 @@ def gpu_study(tmp_path, results, gpu_memory_gb=80.0, **train):
 
 def peaks(tmp_path, results) -> list[float]:
     """Each point's predicted peak at its own micro-batch (8 x 32) and at half of it (4 x 32)."""
-    study = launcher.load(gpu_study(tmp_path, results))
-    plans = study.launch_plans["memory"]
+    plans = launcher.load(gpu_study(tmp_path, results)).memory
     return [(pp.prediction.peak, pp.fit.predict(4, 32, 2).peak) for pp in plans]
 
 
@@ -61,8 +60,7 @@ def test_a_second_dry_run_reads_the_cache(tmp_path, results, monkeypatch):
         raise AssertionError("measured again")
 
     monkeypatch.setattr(memory, "measure", no_measuring)
-    study = launcher.load(gpu_study(tmp_path, results))
-    assert len(study.launch_plans["memory"]) == 2
+    assert len(launcher.load(gpu_study(tmp_path, results)).memory) == 2
 
 
 def test_a_point_that_does_not_fit_is_refused_naming_what_fits(tmp_path, results, capsys):
@@ -111,3 +109,48 @@ def test_auto_needs_the_gpus_size(tmp_path, monkeypatch):
     with pytest.raises(launcher.ConfigError) as err:
         load_study(path) and launcher.load(path)
     assert "trial.train.micro_batch: given 'auto'; needs the GPU's size" in str(err.value)
+
+
+def _budget_between_micro_batch_4_and_8(tmp_path, results) -> float:
+    (whole, half), (whole_sat, half_sat) = peaks(tmp_path, results)
+    return (max(whole, whole_sat) + max(half, half_sat)) / 2 / memory.HEADROOM / GIB
+
+
+RUN_KINDS = {  # every kind of run a study makes besides a plain grid point's seeds
+    "tune": {"tune": {"train.lr": {"low": 1.0e-3, "high": 1.0e-2, "points": 2}, "seeds": 1}},
+    "adaptive": {"repeats": {"min": 1, "max": 2}},
+    "random": {"sampler": {"kind": "random", "seed": 0}, "n_trials": 2},
+    "tpe": {  # a sampled continuous range beside the design
+        "sampler": {"kind": "tpe", "seed": 0},
+        "n_trials": 2,
+        "space": {
+            "model.residual": {"choices": {"baseline": {"kind": "none"}}},
+            "train.lr": {"low": 1.0e-3, "high": 1.0e-2},
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("kind", list(RUN_KINDS))
+def test_micro_batch_auto_is_resolved_for_every_run_kind(tmp_path, results, kind):
+    """Tune runs, confirming runs, adaptive seeds and sampled points all train at the split the
+    memory plan chose: none reaches trainers.fit with `micro_batch: auto` (which it refuses)."""
+    gib = _budget_between_micro_batch_4_and_8(tmp_path, results)
+    extra = {"repeats": 1, **RUN_KINDS[kind]}
+    path = write_study(
+        tmp_path,
+        trial=tiny_trial(model=MODEL, train={"micro_batch": "auto"}),
+        resources={"gpu_memory_gb": gib},
+        output={"dir": str(results / kind), "mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},
+        **extra,
+    )
+    plan = launcher.load(path)
+    seen = []
+
+    def recording_fit(config, **kwargs):
+        seen.append((config.train.micro_batch, config.train.batch_size, config.train.grad_accum))
+        return fake_fit.fit(config, **kwargs)
+
+    assert launch(plan, fit=recording_fit, probe=fake_fit.PROBE) == 0
+    assert len(seen) >= {"tune": 6}.get(kind, 2)  # tune: 2 points x 2 values, then 2 confirming runs
+    assert all(s == (None, 4, 2) for s in seen), seen

@@ -10,6 +10,7 @@ from optuna.trial import TrialState
 from sweeps.run import storage as storage_module
 from sweeps.run.plan import WAIT, Plan
 from sweeps.study import study_from_dict
+from sweeps.study.study_plan import resolve
 from tests.sweeps.helpers import TRIAL
 
 SPACE = {"model.residual": {"choices": {"baseline": {"kind": "none"}, "sat": {"kind": "value_residual"}}}}
@@ -35,7 +36,7 @@ def tell_ok(p: Plan, run) -> None:
 @pytest.mark.parametrize("sampler", ["grid", "tpe"])
 def test_two_launchers_claim_every_run_once_and_stop_at_the_total(tmp_path, sampler):
     extra = {} if sampler == "grid" else {"sampler": {"kind": "tpe", "seed": 0}, "n_trials": 2}
-    a, b = (Plan(make_study(tmp_path, **extra), launch) for launch in ("a", "b"))
+    a, b = (Plan(resolve(make_study(tmp_path, **extra)), launch) for launch in ("a", "b"))
     assert a.shared and b.shared
     a.recover(), b.recover()  # both enqueue the grid: under the lock, once
     claimed = [a.claim(), b.claim(), a.claim(), b.claim()]
@@ -56,7 +57,7 @@ def test_a_dead_launchers_run_goes_stale_and_runs_again_elsewhere(tmp_path, monk
     monkeypatch.setattr(storage_module, "HEARTBEAT_S", 1)
     monkeypatch.setattr(storage_module, "GRACE_S", 1)
     study = make_study(tmp_path, sampler={"kind": "tpe", "seed": 0}, n_trials=1, repeats=1)
-    dead, alive = Plan(study, "dead"), Plan(study, "alive")
+    dead, alive = Plan(resolve(study), "dead"), Plan(resolve(study), "alive")
     lost = dead.claim()  # claimed, one heartbeat, then its launcher "dies"
     assert alive.claim() == WAIT and alive.recover() == []  # not stale yet: left alone
     time.sleep(2.5)

@@ -17,9 +17,9 @@ BAD = sorted((Path(__file__).parents[1] / "bad_studies").glob("*.yaml"))
 
 @pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.name)
 def test_every_shipped_study_loads_and_validates(path):
-    study = launch.load(path)
-    assert study.n_runs() >= 1
-    assert launch.plan_text(study)
+    plan = launch.load(path)
+    assert plan.study.n_runs() >= 1
+    assert launch.plan_text(plan)
 
 
 @pytest.mark.parametrize("path", BAD, ids=lambda p: p.stem)
@@ -253,4 +253,4 @@ def test_reserved_record_symbols_on_a_text_that_uses_every_byte_are_refused_at_l
         launch.load(path)
     data["records"]["symbols"] = "text"
     path.write_text(yaml.safe_dump({"name": "reserved", "trial": {"data": data}}))
-    assert launch.load(path).n_runs() == 1
+    assert launch.load(path).study.n_runs() == 1
