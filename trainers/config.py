@@ -6,25 +6,23 @@
     train: {tokens: ..., batch_size: ..., lr: ..., ...}
 
 The sweep launcher builds such a tree per trial; `python -m trainers.train` reads one from YAML.
+Parsing is pure: it imports no torch and reads no files, so a tree parses to the same config on
+any machine; what the machine and the data files must allow is `trainers.preflight`'s.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import torch
-
 from arch import ModelConfig
 from arch.configtree import ConfigError, Issue, dump, join, parse, variant_by_kind
 from trainers.data.corpora import CORPORA
-from trainers.data.records import max_per_window, planted_count
+from trainers.data.record_layout import max_per_window, planted_count
 from trainers.decay_groups import GROUPS
-from trainers.loss import FUSED_PACKAGE, fused_available
 
 
 def _at_least(default, bound=1):
@@ -40,21 +38,10 @@ class DataConfig:
     def resolve_variant(cls, data, path: str, issues: list[Issue]):
         return variant_by_kind(cls, data_configs(), data, path, issues)
 
-    def vocab_size(self, path: str, issues: list[Issue]) -> int | None:
+    def vocab_size(self) -> int | None:
+        """The vocabulary the data needs, when its config says (None: its files say, read by
+        `trainers.preflight`)."""
         raise NotImplementedError
-
-    def vocab_source(self) -> str | None:
-        """Where the data's vocabulary size comes from, for error messages (None: the config)."""
-        return None
-
-
-def resolve_precision(precision: str) -> str:
-    """`auto` -> bf16-mixed on CUDA, 32-true elsewhere; the others (32-true, bf16-mixed, bf16-true)
-    are Lightning's precision names, passed through. Here, not beside the LightningModule: the cost
-    probe reads it in the launcher, which never imports Lightning."""
-    if precision != "auto":
-        return precision
-    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +93,7 @@ class TextDataConfig(DataConfig):
             return [Issue(join(path, "path"), "a folder path is required with corpus: folder, and only then")]
         return []
 
-    def vocab_size(self, path, issues) -> int:
+    def vocab_size(self) -> int:
         return 256 if self.tokenizer == "byte" else self.bpe_vocab_size
 
 
@@ -119,37 +106,12 @@ class TokenDataConfig(DataConfig):
     # windows: random windows; chunks: shuffled non-overlapping chunks (the SATFormer code's order)
     order: Literal["windows", "chunks"] = "windows"
 
-    def check(self, path: str) -> list[Issue]:
-        from trainers.data.shards import folder_defects  # lazy: the data package imports this file
-
-        return [Issue(join(path, "path"), defect) for defect in folder_defects(self.meta_path.parent)]
-
     @property
     def meta_path(self) -> Path:
         return Path(self.path).expanduser().absolute() / "meta.json"
 
-    def vocab_source(self) -> str:
-        return str(self.meta_path)
-
-    def vocab_size(self, path, issues) -> int | None:
-        meta = self.meta_path
-        if not meta.is_file():
-            issues.append(
-                Issue(
-                    join(path, "path"),
-                    f"given {self.path!r}; no meta.json there (run python -m trainers.prepare)",
-                )
-            )
-            return None
-        try:
-            vocab = json.loads(meta.read_text())["vocab_size"]
-            if not isinstance(vocab, int) or vocab < 1:
-                raise ValueError(f"vocab_size {vocab!r} is not a positive integer")
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            detail = f"no key {err}" if isinstance(err, KeyError) else str(err)
-            issues.append(Issue(join(path, "path"), f"given {self.path!r}; {meta} is unreadable: {detail}"))
-            return None
-        return vocab
+    def vocab_size(self) -> None:
+        return None  # meta.json's, read by trainers.preflight: parsing reads no files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,7 +143,7 @@ class MQARDataConfig(DataConfig):
             ]
         return []
 
-    def vocab_size(self, path, issues) -> int:
+    def vocab_size(self) -> int:
         return self.vocab
 
 
@@ -195,26 +157,6 @@ def data_configs() -> dict[str, type[DataConfig]]:
 
 def _no_decay_groups() -> list[str]:
     return list(GROUPS)
-
-
-def _fused_loss_issues(path: str) -> list[Issue]:
-    """`train.loss: fused` needs CUDA and liger-kernel on the machine that loads the config."""
-    if not torch.cuda.is_available():
-        return [
-            Issue(
-                path,
-                "given 'fused'; needs CUDA, which this machine lacks; allowed here: auto, plain, chunked",
-            )
-        ]
-    if not fused_available():
-        return [
-            Issue(
-                path,
-                f"given 'fused'; needs the package {FUSED_PACKAGE} (pip install -e '.[fused-loss]'); "
-                "allowed without it: auto, plain, chunked",
-            )
-        ]
-    return []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,10 +207,6 @@ class TrainConfig:
                 return [
                     Issue(join(join(path, "no_decay"), i), f"given {group!r}; allowed: {', '.join(groups)}")
                 ]
-        if self.loss == "fused":
-            issues = _fused_loss_issues(join(path, "loss"))
-            if issues:
-                return issues
         if self.batch_size % self.workers:
             return [
                 Issue(
@@ -352,27 +290,23 @@ class TrialConfig:
                     f"{self.train.batch_size}: allowed 0 (off) or at least {0.5 / self.train.batch_size:g}",
                 )
             )
-        vocab = self.data.vocab_size(join(path, "data"), issues)
+        vocab = self.data.vocab_size()
         if vocab is not None and self.model.vocab_size < vocab:
-            source = self.data.vocab_source()
             issues.append(
-                Issue(
-                    join(path, "model.vocab_size"),
-                    f"given {self.model.vocab_size}; the data needs at least {vocab}"
-                    + (f" ({source})" if source else ""),
-                )
+                Issue(join(path, "model.vocab_size"), f"given {self.model.vocab_size}; the data needs at least {vocab}")
             )
         return issues
 
     @classmethod
     def prepare(cls, data: Mapping, path: str, issues: list[Issue]) -> dict:
-        """Fills model.vocab_size from the data when the user did not set it."""
+        """Fills model.vocab_size from the data's config when the user did not set it (token shards:
+        from their files, by trainers.preflight.load)."""
         tree = copy.deepcopy(dict(data))
         model = tree.get("model")
         if isinstance(model, Mapping) and "vocab_size" not in model:
             sub: list[Issue] = []
             data_cfg = parse_or_none(DataConfig, tree.get("data") or {}, join(path, "data"), sub)
-            vocab = data_cfg.vocab_size(join(path, "data"), sub) if data_cfg else None
+            vocab = data_cfg.vocab_size() if data_cfg else None
             if vocab is not None:
                 tree["model"] = {**model, "vocab_size": vocab}
         return tree

@@ -21,10 +21,10 @@ from trainers.data.records import (
     VALUE_TOKENS,
     PlantedRecords,
     alphabet,
-    max_per_window,
     plant_records,
     reserved,
 )
+from trainers.data.record_layout import max_per_window
 from trainers.data.text import TextDataModule
 from trainers.data.windows import WindowBatches
 
