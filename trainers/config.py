@@ -292,9 +292,8 @@ class TrialConfig:
             )
         vocab = self.data.vocab_size()
         if vocab is not None and self.model.vocab_size < vocab:
-            issues.append(
-                Issue(join(path, "model.vocab_size"), f"given {self.model.vocab_size}; the data needs at least {vocab}")
-            )
+            needs = f"given {self.model.vocab_size}; the data needs at least {vocab}"
+            issues.append(Issue(join(path, "model.vocab_size"), needs))
         return issues
 
     @classmethod

@@ -11,9 +11,9 @@ import lightning.pytorch as pl
 import torch
 
 from arch.configtree import ConfigError, Issue
+from trainers import preflight
 from trainers.callbacks import GateStats, ModelStats, StepMemory, Throughput
 from trainers.checkpoint_files import latest_valid
-from trainers import preflight
 from trainers.config import TrialConfig
 from trainers.data.build import build_datamodule
 from trainers.distributed import reduce_over_workers, spawn_fit, worker_threads

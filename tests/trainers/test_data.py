@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from trainers import preflight
-from trainers.config import MQARDataConfig, TextDataConfig, TrialConfig
+from trainers.config import MQARDataConfig, TextDataConfig
 from trainers.data import corpora
 from trainers.data.corpora import CorpusUnavailable, load_corpus
 from trainers.data.mqar import IGNORE, MQARDataModule, generate
@@ -265,7 +265,7 @@ def _load_issue(out, vocab=None) -> str:
         ("empty", r"val_000\.bin: 0 bytes, not a positive multiple of 2"),
     ],
 )
-def test_a_damaged_shard_folder_is_refused_at_preflight_naming_the_file(corpus_dir, tmp_path, defect, expected):
+def test_a_damaged_shard_folder_is_refused_at_load_naming_the_file(corpus_dir, tmp_path, defect, expected):
     out = _shard_folder(corpus_dir, tmp_path)
     preflight.load({"data": {"kind": "tokens", "path": str(out), "seq_len": 32}})  # intact: loads
     meta = json.loads((out / "meta.json").read_text())

@@ -192,7 +192,7 @@ def test_bad_values_name_the_key_and_the_choices(key, value, message):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without CUDA")
-def test_fused_is_refused_at_preflight_without_cuda():
+def test_fused_is_refused_at_load_without_cuda():
     with pytest.raises(
         ConfigError, match=r"trial.yaml: train.loss: given 'fused'; needs CUDA.*auto, plain, chunked"
     ):

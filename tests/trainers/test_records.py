@@ -14,6 +14,7 @@ from arch.configtree import ConfigError
 from sweeps.study.fingerprint import LATER_DEFAULTS
 from trainers import TrialConfig, recall
 from trainers.config import RecordsConfig, TextDataConfig
+from trainers.data.record_layout import max_per_window
 from trainers.data.records import (
     IGNORE,
     KEY_TOKENS,
@@ -24,7 +25,6 @@ from trainers.data.records import (
     plant_records,
     reserved,
 )
-from trainers.data.record_layout import max_per_window
 from trainers.data.text import TextDataModule
 from trainers.data.windows import WindowBatches
 
