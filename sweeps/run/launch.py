@@ -38,9 +38,9 @@ from sweeps.report.scaling.of_study import report_ladder
 from sweeps.run import backends
 from sweeps.run.driver import Driver
 from sweeps.run.dry_run import plan_text
-from sweeps.run.eval_checks import eval_issues
 from sweeps.run.memory import memory_issues, table_lines
 from sweeps.run.plan import Plan
+from sweeps.run.preflight import preflight
 from sweeps.run.probe import Probe
 from sweeps.run.progress import Progress
 from sweeps.run.tracking import Tracker, open_store, ui_hint, ui_links
@@ -65,10 +65,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def load(path, overrides=()) -> Study:
-    """The study (`sweeps.study.load_study`) and what its backend, this machine and lm-eval refuse:
+    """The study (`sweeps.study.load_study`, which parses it the same on any machine), then its
+    preflight (`sweeps.run.preflight`: what its backend, this machine, its files and lm-eval refuse):
     every problem a launch can know before it starts anything, as one ConfigError naming the file."""
     study = load_study(path, overrides)
-    issues = backends.study_issues(study) + eval_issues(study)
+    issues = preflight(study)
     if not issues:  # the memory plan measures: only for a study that can otherwise run
         issues, study.launch_plans["memory"] = memory_issues(study, stream=sys.stderr)
     if issues:
