@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal
 
 from arch import ModelConfig
 from arch.configtree import ConfigError, Issue, dump, join, parse, variant_by_kind
+from trainers import metrics
 from trainers.data.corpora import CORPORA
 from trainers.data.record_layout import max_per_window, planted_count
 from trainers.decay_groups import GROUPS
@@ -223,11 +224,6 @@ class RecallConfig:
     """The in-context recall probe on the validation text at the end of training (trainers.recall):
     copy_* and recall_* metrics. It runs on text and token data with seq_len >= 32."""
 
-    METRICS: ClassVar = ("copy_loss", "copy_acc", "copy_gain", "recall_loss", "recall_acc")
-    # lookups in the records' reserved symbols; the last three read the curve over training
-    RESERVED: ClassVar = ("reserved_recall_loss", "reserved_recall_acc", "reserved_recall_auc",
-                          "reserved_recall_tokens", "reserved_recall_emerged")  # fmt: skip
-    CURVE: ClassVar = ("reserved_recall_auc", "reserved_recall_tokens", "reserved_recall_emerged")
     MIN_SEQ_LEN: ClassVar = 32  # room for a copy of 4 tokens, or a record, distractors and a query
 
     windows: int = _at_least(128, 0)  # windows of each of its two probes (copy, lookup); 0: off
@@ -246,12 +242,13 @@ class RecallConfig:
         return None
 
     def reserved_issue(self, data: DataConfig, metric: str) -> str | None:
-        """Why `metric` (one of RESERVED) would not be measured for a trial with this data (None: it is)."""
+        """Why `metric` (a lookup in reserved symbols: trainers.metrics.recall_names("reserved",
+        "curve")) would not be measured for a trial with this data (None: it is)."""
         records = getattr(data, "records", None)
         if records is None or not records.fraction or records.symbols != "reserved":
             return (f"{metric} scores lookups in the records' reserved symbols: it needs data.records with "
                     "fraction > 0 and symbols: reserved")  # fmt: skip
-        if metric in self.CURVE and self.at != "every_eval":
+        if metric in metrics.recall_names("curve") and self.at != "every_eval":
             return f"{metric} is read from the probe's curve over training: it needs recall.at: every_eval"
         return None
 

@@ -21,7 +21,7 @@ from trainers import preflight
 from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
 from trainers.fit import fit
-from trainers.records import DEFAULT_TRACKING_URI, EXPERIMENT_TAGS
+from trainers.mlflow_names import DEFAULT_TRACKING_URI, EXPERIMENT_TAGS
 
 
 def flatten(tree, prefix: str = "") -> dict[str, str]:

@@ -126,7 +126,7 @@ def launch(study: Study, fit: Callable | None = None, stream=None, probe=None) -
     # loading the study), starting or joining the backend, the probe (probe_s), the fronts' report.
     costs = {"start_s": time.time() - psutil.Process().create_time()}
     connect = time.time()
-    # MLflow's store opens (~2 s: imports, a new database's tables) while Ray starts, where the
+    # MLflow's store opens (its imports, a new database's tables) while Ray starts, where the
     # machine was checked at load; a cluster's resources are checked before anything is created.
     store = threading.Thread(target=open_store, args=(study.mlflow_uri(),), daemon=True)
     if backend.checks_machine(study):
@@ -226,8 +226,8 @@ def exit_now(code: int) -> NoReturn:
     """Ends the launcher's process with `code` once everything it started has finished: its
     threads are joined, the exit handlers run (Ray's, MLflow's, logging's), the standard streams
     are flushed. Only the interpreter's own teardown is skipped: freeing, one by one, every object
-    of a process that holds torch, Ray and MLflow, which took 2.2 s at the end of every launch here
-    (docs/bench/launch_costs.md) and which the operating system does at once."""
+    of a process that holds torch, Ray and MLflow, seconds at the end of every launch (measured in
+    docs/bench/launch_costs.md), which the operating system does at once."""
     for thread in threading.enumerate():
         if thread is not threading.main_thread() and not thread.daemon:
             thread.join()

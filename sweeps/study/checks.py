@@ -16,7 +16,6 @@ from sweeps.study.paths import KeyPaths
 from sweeps.study.reference import MATCH
 from sweeps.study.rungs import RUNG, without_rung
 from trainers import metrics as metrics_table
-from trainers.config import RecallConfig
 
 
 def study_issues(study) -> list[Issue]:
@@ -265,11 +264,12 @@ def tokenization(config) -> str:
 def _recall_issue(base, metric: str) -> str | None:
     """Why the recall probe would not measure `metric` for the study's base trial (None: it does,
     or the metric is not the probe's)."""
-    if metric not in RecallConfig.METRICS + RecallConfig.RESERVED:
+    if metric not in metrics_table.recall_names("text", "reserved", "curve"):
         return None
     if problem := base.recall.issue(base.data.kind, base.data.seq_len):
         return problem
-    return base.recall.reserved_issue(base.data, metric) if metric in RecallConfig.RESERVED else None
+    reserved = metrics_table.recall_names("reserved", "curve")
+    return base.recall.reserved_issue(base.data, metric) if metric in reserved else None
 
 
 def _per_token_across_tokenizers(study, points) -> list[Issue]:

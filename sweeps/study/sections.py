@@ -10,7 +10,7 @@ from typing import Literal
 from arch.configtree import Issue, choices, join
 from sweeps.study.samplers import SAMPLERS, taking
 from trainers import metrics as metrics_table
-from trainers.records import DEFAULT_TRACKING_URI
+from trainers.mlflow_names import DEFAULT_TRACKING_URI
 
 
 def bounded(default, **bounds):
@@ -168,7 +168,7 @@ class OutputConfig:
     dir: str = "results"  # results/<name>/: the Optuna journal, Ray's trial folders, the lock
     data_root: str | None = None  # passed to trainers.fit (corpus caches, token shards)
     checkpoints: bool = (
-        True  # keep each trial's final weights (artifact trainers.records.CHECKPOINT_ARTIFACT)
+        True  # keep each trial's final weights (artifact trainers.mlflow_names.CHECKPOINT_ARTIFACT)
     )
     # MLflow's system metrics (system/*: GPU utilisation and memory, CPU, disk, network, every
     # 10 s) in each trial's run: auto = on for a trial that trains on CUDA, off on CPU (where they
