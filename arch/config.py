@@ -12,8 +12,8 @@ import yaml
 
 from arch.backbone import BackboneConfig
 from arch.configtree import Issue, choices, dump, join, parse
-from arch.designs.base import ResidualConfig
-from arch.designs.none import NoResidualConfig
+from arch.design_configs import ResidualConfig
+from arch.design_configs.none import NoResidualConfig
 
 
 @functools.cache

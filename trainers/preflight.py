@@ -3,7 +3,7 @@
 anything is built:
 
 - `train.loss: fused`: CUDA and the liger-kernel package here;
-- token shards (`data.kind: tokens`): the folder intact (`trainers.data.shards.folder_defects`),
+- token shards (`data.kind: tokens`): the folder intact (`trainers.data.shard_folder.folder_defects`),
   its meta.json readable, its vocabulary within `model.vocab_size`.
 
 `load` is the trial's whole load (`python -m trainers.train`, `trainers.fit` given a mapping): a
@@ -22,7 +22,7 @@ import torch
 
 from arch.configtree import ConfigError, Issue, join
 from trainers.config import TokenDataConfig, TrialConfig
-from trainers.data.shards import folder_defects
+from trainers.data.shard_folder import folder_defects
 from trainers.loss import FUSED_PACKAGE, fused_available
 
 

@@ -17,9 +17,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-import torch
-
-from arch import ModelConfig, build_model
+from arch import ModelConfig
 from arch.configtree import ConfigError, Issue
 from sweeps.study.rungs import RUNG, without_rung
 from sweeps.study.space import point_id, point_name
@@ -154,6 +152,10 @@ def _counts(model: Mapping, seq_len: int) -> tuple[int, float]:
 
 @functools.lru_cache(maxsize=1024)
 def _built_counts(model: str, seq_len: int) -> tuple[int, float]:
+    import torch
+
+    from arch.model import build_model  # torch: only a study that matches baselines counts parameters
+
     with torch.device("meta"):
         net = build_model(json.loads(model))
     return non_embedding_count(net), flops_per_token(net, seq_len)

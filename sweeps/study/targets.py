@@ -7,10 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import torch
 import yaml
-
-from arch import build_model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +30,10 @@ PAPER_SCALES = ("small", "medium", "large", "xl")
 def non_embedding_params(model: dict) -> int:
     """Parameters of the model under `model:` (preset and overrides) less its vocabulary tables:
     the token embedding and, when untied, the output head. Built on the meta device: no memory."""
+    import torch
+
+    from arch.model import build_model  # torch: only a study with a ladder or paper targets counts them
+
     with torch.device("meta"):
         net = build_model(model)
     return non_embedding_count(net)
