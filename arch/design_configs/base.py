@@ -28,6 +28,11 @@ class ResidualConfig:
         """Problems that only show with the model's dimensions (e.g. a tap beyond the depth)."""
         return []
 
+    def param_count(self, model: BackboneConfig) -> int:
+        """Parameters the design adds, from its paper's formula (not by counting: the harness,
+        tests/arch/test_designs.py, checks every built design against it)."""
+        return 0
+
     def ffn_widths(self, model: BackboneConfig) -> list[int]:
         """The MLP width of every layer (a design may reallocate them across depth)."""
         return [model.d_ff] * model.n_layers

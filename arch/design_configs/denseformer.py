@@ -16,6 +16,10 @@ class DenseFormerConfig(ResidualConfig):
     dilation: int = dataclasses.field(default=1, metadata={"ge": 1})  # k
     period: int = dataclasses.field(default=1, metadata={"ge": 1})  # p
 
+    def param_count(self, model) -> int:
+        k, p, n = self.dilation, self.period, model.n_layers
+        return sum((m * p) // k + 1 for m in range(1, n // p + 1))
+
     def check_against(self, model, path: str) -> list[Issue]:
         issues = []
         for key in ("dilation", "period"):

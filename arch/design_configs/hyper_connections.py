@@ -24,6 +24,12 @@ class HyperConnectionsConfig(ResidualConfig):
     # first release's rescale code), none (the backbone's init as is)
     out_proj_scale: Literal["none", "inv_sqrt_n", "sqrt_n"] = "none"
 
+    def param_count(self, model) -> int:
+        n, d, layers = self.expansion_rate, model.d_model, model.n_layers
+        dynamic = d * (n + 3) + 2 + (d if self.norm == "layer" else 0)  # + LayerNorm's bias
+        per_wrapper = n * (n + 2) + (dynamic if self.mode == "dynamic" else 0)
+        return 2 * layers * per_wrapper
+
     def check(self, path: str) -> list[Issue]:
         issues = []
         defaults = HyperConnectionsConfig()

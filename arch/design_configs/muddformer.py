@@ -8,6 +8,8 @@ from typing import Literal
 from arch.configtree import Issue, choices, join
 from arch.design_configs.base import ResidualConfig, residual_config
 
+WAYS = {"qkvr": 4, "r": 1}
+LAST_EXPAND = 4  # Caiyun's code: the last layer's hidden width is multiplied by 4
 PRESETS = {
     "satformer_paper": {"sepln": True, "sepln_layers": "all", "pre_post_da_norm": True,
                         "da_norm_form": "satformer", "param_realloc": True, "realloc_rounding": "satformer",
@@ -79,6 +81,23 @@ class MuddFormerConfig(ResidualConfig):
                 "(round(d_ff / 2 / 128) x 128); allowed with d_ff > 128",
             )
         ]
+
+    @property
+    def da_norm(self) -> str | None:
+        """The DA norms' form (satformer, caiyun), None without pre_post_da_norm."""
+        return self.da_norm_form if self.pre_post_da_norm else None
+
+    def param_count(self, model) -> int:
+        n, d = model.n_layers, model.d_model
+        total = d if self.da_norm == "caiyun" else 0  # the embedding's history norm
+        for i in range(n):
+            c = 1 if i == n - 1 else WAYS[self.streams]
+            h = c * (i + 2) * (LAST_EXPAND if self.expand_last and i == n - 1 else 1)
+            h = 64 * (h // 64 + 1) if self.hidden_round else h
+            total += d * h + h * c * (i + 2) + c * (i + 2)
+            total += 2 * d if self.sepln and i >= self.sepln_first else 0
+            total += {"satformer": (i + 2 + c) * d, "caiyun": 3 * d, None: 0}[self.da_norm]
+        return total
 
     @property
     def sepln_first(self) -> int:

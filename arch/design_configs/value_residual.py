@@ -96,6 +96,26 @@ class ValueResidualConfig(ResidualConfig):
             issues.append(Issue(join(path, "consumers"), f"given {self.consumers}; allowed: 'all' or k >= 1"))
         return issues
 
+    def consumer_layers(self, n_layers: int) -> list[int]:
+        """The layers (0-based) that mix the tapped V in: every later one, or the last k."""
+        first = self.tap_layer if self.consumers == "all" else n_layers - self.consumers
+        return list(range(first, n_layers))
+
+    def param_count(self, model) -> int:
+        c = len(self.consumer_layers(model.n_layers))
+        if self.mode == "gated":
+            return (
+                c
+                * (model.d_model + self.gate_bias)
+                * (model.n_kv_heads if self.granularity == "token_head" else 1)
+            )
+        width = model.n_kv_heads if self.granularity == "head" else 1
+        if self.coefficient == "fixed":
+            return 0
+        if self.coefficient == "softmax":  # s, the logits of every layer after the tap, l_self
+            return 1 + (model.n_layers - self.tap_layer) * width + c * width
+        return 2 * c * width
+
     def descriptors(self) -> dict[str, str]:
         keys = ("kind", "mode", "granularity", "tap_layer", "consumers")
         keys += ("activation",) if self.mode == "gated" else ("coefficient",)

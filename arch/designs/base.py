@@ -101,8 +101,8 @@ class ResidualDesign(nn.Module):
 
     # Contracts the shared test harness checks for every design.
     def expected_param_count(self) -> int:
-        """Parameters the design adds, from its paper's formula (not by counting)."""
-        return 0
+        """Parameters the design adds, from its paper's formula (its config's `param_count`)."""
+        return self.cfg.param_count(self.model_cfg)
 
     @torch.no_grad()
     def adjust_backbone_init_(self, blocks: nn.ModuleList) -> None:

@@ -78,10 +78,6 @@ class DenseFormer(ResidualDesign):
                     del state.outputs[j]
         state.h = x
 
-    def expected_param_count(self) -> int:
-        k, p, n = self.cfg.dilation, self.cfg.period, self.model_cfg.n_layers
-        return sum((m * p) // k + 1 for m in range(1, n // p + 1))
-
     @torch.no_grad()
     def make_neutral_(self) -> bool:
         for w in self.alphas.values():

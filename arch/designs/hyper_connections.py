@@ -150,12 +150,6 @@ class HyperConnections(ResidualDesign):
     def end(self, state: HyperState) -> torch.Tensor:
         return state.h.sum(dim=2)
 
-    def expected_param_count(self) -> int:
-        n, d, layers = self.cfg.expansion_rate, self.model_cfg.d_model, self.model_cfg.n_layers
-        dynamic = d * (n + 3) + 2 + (d if self.cfg.norm == "layer" else 0)  # + LayerNorm's bias
-        per_wrapper = n * (n + 2) + (dynamic if self.cfg.mode == "dynamic" else 0)
-        return 2 * layers * per_wrapper
-
     @torch.no_grad()
     def make_neutral_(self) -> bool:
         self.reset_parameters()

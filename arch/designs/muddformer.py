@@ -72,12 +72,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from arch.design_configs.muddformer import MuddFormerConfig
+from arch.design_configs.muddformer import LAST_EXPAND, WAYS, MuddFormerConfig
 from arch.designs.base import ResidualDesign, State, register
 from arch.layers import rms_norm
 
-WAYS = {"qkvr": 4, "r": 1}
-LAST_EXPAND = 4  # Caiyun's code: the last layer's hidden width is multiplied by 4
 POST_NORM_INIT = 1e-3  # both DA-norm forms: the post norms start almost closed (X^c ~ X_{i+1})
 
 
@@ -114,7 +112,7 @@ class MuddFormer(ResidualDesign):
         self.prior = nn.ParameterList(nn.Parameter(torch.empty(self.ways[i], i + 2)) for i in range(n))
         # sepln: the K and V norms' weights of layers sepln_first.. (Q keeps the block's attention norm)
         self.kv_norm = nn.Parameter(torch.empty(n - cfg.sepln_first, 2, d)) if cfg.sepln else None
-        self.da_norm = cfg.da_norm_form if cfg.pre_post_da_norm else None
+        self.da_norm = cfg.da_norm
         if self.da_norm == "satformer":  # per layer: a norm per history entry, one per stream
             self.pre_norm = nn.ParameterList(nn.Parameter(torch.empty(i + 2, d)) for i in range(n))
             self.post_norm = nn.ParameterList(nn.Parameter(torch.empty(self.ways[i], d)) for i in range(n))
@@ -186,18 +184,6 @@ class MuddFormer(ResidualDesign):
             state.h = state.q = state.k = state.v = mixed[0]
         if layer == self.model_cfg.n_layers - 1:
             state.history.clear()
-
-    def expected_param_count(self) -> int:
-        n, d, cfg = self.model_cfg.n_layers, self.model_cfg.d_model, self.cfg
-        total = d if self.da_norm == "caiyun" else 0  # the embedding's history norm
-        for i in range(n):
-            c = 1 if i == n - 1 else WAYS[cfg.streams]
-            h = c * (i + 2) * (LAST_EXPAND if cfg.expand_last and i == n - 1 else 1)
-            h = 64 * (h // 64 + 1) if cfg.hidden_round else h
-            total += d * h + h * c * (i + 2) + c * (i + 2)
-            total += 2 * d if cfg.sepln and i >= cfg.sepln_first else 0
-            total += {"satformer": (i + 2 + c) * d, "caiyun": 3 * d, None: 0}[self.da_norm]
-        return total
 
     @torch.no_grad()
     def make_neutral_(self) -> bool:

@@ -161,8 +161,7 @@ class ValueResidual(ResidualDesign):
         super().__init__(cfg, model)
         self.tap = cfg.tap_layer - 1  # 0-based
         n = model.n_layers
-        first = self.tap + 1 if cfg.consumers == "all" else n - cfg.consumers
-        self.consumers = list(range(first, n))
+        self.consumers = cfg.consumer_layers(n)
         self.slot = {layer: j for j, layer in enumerate(self.consumers)}
         if cfg.mode == "static" and cfg.coefficient == "softmax":
             self.mix = SoftmaxMix(cfg, len(self.consumers), model.d_model, model.n_kv_heads, n)
@@ -194,17 +193,6 @@ class ValueResidual(ResidualDesign):
         if gate is not None and state.gates is not None:
             state.gates[layer] = gate.detach()
         return mixed
-
-    def expected_param_count(self) -> int:
-        cfg, m, c = self.cfg, self.model_cfg, len(self.consumers)
-        if cfg.mode == "gated":
-            return c * (m.d_model + cfg.gate_bias) * (m.n_kv_heads if cfg.granularity == "token_head" else 1)
-        width = m.n_kv_heads if cfg.granularity == "head" else 1
-        if cfg.coefficient == "fixed":
-            return 0
-        if cfg.coefficient == "softmax":  # s, the logits of every layer after the tap, l_self
-            return 1 + (m.n_layers - cfg.tap_layer) * width + c * width
-        return 2 * c * width
 
     @torch.no_grad()
     def make_neutral_(self) -> bool:

@@ -9,11 +9,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 HEAVY = ("torch", "lightning", "lm_eval", "liger_kernel")
-# These count the parameters of models they build on torch's meta device (exact, and the same on
-# every machine): matched baselines (reference.match) and ladders sized by parameters (scaling:).
-COUNTS_PARAMETERS = ("studies/fair_dense_vs_selective.yaml", "studies/scaling_ladder.yaml",
-                     "studies/paper/scaling.yaml")  # fmt: skip
-
 CODE = """
 import sys
 from pathlib import Path
@@ -32,12 +27,8 @@ print(sorted(m for m in HEAVY if m in sys.modules))
 def test_every_study_and_trial_parses_without_torch_lm_eval_or_liger_kernel():
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "studies").rglob("*.yaml"))
     files += sorted(str(p.relative_to(ROOT)) for p in (ROOT / "trials").glob("*.yaml"))
-    for path in COUNTS_PARAMETERS:  # each of them builds models for a reason its file states
-        text = (ROOT / path).read_text()
-        assert path in files and ("match:" in text or "scaling:" in text), path
-    pure = [f for f in files if f not in COUNTS_PARAMETERS]
-    assert len(pure) >= 15
+    assert len(files) >= 20  # matched baselines and ladders included: they count parameters unbuilt
     code = CODE.replace("HEAVY", repr(HEAVY))
-    out = subprocess.run([sys.executable, "-c", code, *pure], cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code, *files], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
