@@ -53,7 +53,7 @@ def with_data_vocab(tree: Mapping) -> dict:
     """`tree` with `model.vocab_size` set to its token shards' (meta.json's) when it gives none;
     unchanged for other data, or when meta.json cannot be read (then `issues` says why)."""
     out = copy.deepcopy(dict(tree))
-    data, model = out.get("data"), out.get("model", {})
+    data, model = out.get("data"), out.get("model")  # a trial without model: keeps the defaults
     if not isinstance(data, Mapping) or data.get("kind") != "tokens" or not isinstance(model, Mapping):
         return out
     if "vocab_size" in model or not isinstance(data.get("path", ""), str):
