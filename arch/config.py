@@ -12,8 +12,8 @@ import yaml
 
 from arch.backbone import BackboneConfig
 from arch.configtree import Issue, choices, dump, join, parse
-from arch.designs.base import ResidualConfig
-from arch.designs.none import NoResidualConfig
+from arch.design_configs import ResidualConfig
+from arch.design_configs.none import NoResidualConfig
 
 
 @functools.cache
@@ -32,6 +32,21 @@ class ModelConfig(BackboneConfig):
         issues = super().check(path)
         issues.extend(self.residual.check_against(self, join(path, "residual")))
         return issues
+
+    def param_count(self) -> int:
+        """Every parameter of the built model (a tied head counted once), from its shapes alone, so
+        that matched baselines and ladders count without building (or importing torch). The harness
+        checks it against every built design (tests/arch/test_designs.py)."""
+        d, hd, layers = self.d_model, self.head_dim, self.n_layers
+        attention = d * (self.n_heads + 2 * self.n_kv_heads) * hd + self.n_heads * hd * d  # qkv, o
+        attention += 2 * hd if self.qk_norm else 0  # q_norm, k_norm
+        mlps = sum(3 * d * width for width in self.residual.ffn_widths(self))  # gate, up, down
+        norms = 2 * d * layers + d  # two per block, the final one
+        return self.embedding_params() + layers * attention + mlps + norms + self.residual.param_count(self)
+
+    def embedding_params(self) -> int:
+        """The vocabulary tables: the token embedding, and the head when it is not tied to it."""
+        return self.vocab_size * self.d_model * (1 if self.tie_embeddings else 2)
 
     @classmethod
     def prepare(cls, data: Mapping, path: str, issues: list[Issue]) -> dict | None:

@@ -33,7 +33,7 @@ from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from arch.generate import generate
-from trainers.records import DEFAULT_TRACKING_URI
+from trainers.mlflow_names import DEFAULT_TRACKING_URI
 from trainers.trained import load_trial, trial_tokenizer
 
 log = logging.getLogger(__name__)
@@ -174,9 +174,6 @@ class SatsweepLM(TemplateLM):
             )
         temperature = float(kwargs.get("temperature", 0.0)) if kwargs.get("do_sample", False) else 0.0
         return {"temperature": temperature, "top_k": kwargs.get("top_k"), "top_p": kwargs.get("top_p")}
-
-    def _context(self, text: str) -> list[int]:
-        return self.tok_encode(text) or [self.prefix_token_id]
 
     def _stop_on(self, until: list[str]):
         """Stop a row once its decoded new text holds one of the stop strings."""

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from evals.harness import log_to_run, score, task_manager, task_metrics, task_problems, write_results
 from evals.suites import SUITES, ensure_offline_mode, expand
-from trainers.records import DEFAULT_TRACKING_URI
+from trainers.mlflow_names import DEFAULT_TRACKING_URI
 from trainers.trained import TrialNotFound, load_trial, trial_tokenizer
 
 

@@ -46,7 +46,7 @@ from trainers.data.cache import cache_root
 from trainers.data.corpora import load_corpus
 from trainers.data.text import split
 from trainers.data.tokenizer import make_tokenizer
-from trainers.records import CHECKPOINT_ARTIFACT, DEFAULT_TRACKING_URI
+from trainers.mlflow_names import CHECKPOINT_ARTIFACT, DEFAULT_TRACKING_URI
 
 
 def parse_args(argv=None):

@@ -10,6 +10,8 @@ by the processes that train, not by a launcher or a study's validation.
 
 from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
-from trainers.records import METRICS
+from trainers.metrics import trial_names
+
+METRICS = trial_names()  # the final metrics every trial returns and logs
 
 __all__ = ["METRICS", "TrainingDiverged", "TrialConfig"]

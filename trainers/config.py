@@ -6,25 +6,24 @@
     train: {tokens: ..., batch_size: ..., lr: ..., ...}
 
 The sweep launcher builds such a tree per trial; `python -m trainers.train` reads one from YAML.
+Parsing is pure: it imports no torch and reads no files, so a tree parses to the same config on
+any machine; what the machine and the data files must allow is `trainers.preflight`'s.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import torch
-
 from arch import ModelConfig
 from arch.configtree import ConfigError, Issue, dump, join, parse, variant_by_kind
+from trainers import metrics
 from trainers.data.corpora import CORPORA
-from trainers.data.records import max_per_window, planted_count
+from trainers.data.record_layout import max_per_window, planted_count
 from trainers.decay_groups import GROUPS
-from trainers.loss import FUSED_PACKAGE, fused_available
 
 
 def _at_least(default, bound=1):
@@ -40,21 +39,10 @@ class DataConfig:
     def resolve_variant(cls, data, path: str, issues: list[Issue]):
         return variant_by_kind(cls, data_configs(), data, path, issues)
 
-    def vocab_size(self, path: str, issues: list[Issue]) -> int | None:
+    def vocab_size(self) -> int | None:
+        """The vocabulary the data needs, when its config says (None: its files say, read by
+        `trainers.preflight`)."""
         raise NotImplementedError
-
-    def vocab_source(self) -> str | None:
-        """Where the data's vocabulary size comes from, for error messages (None: the config)."""
-        return None
-
-
-def resolve_precision(precision: str) -> str:
-    """`auto` -> bf16-mixed on CUDA, 32-true elsewhere; the others (32-true, bf16-mixed, bf16-true)
-    are Lightning's precision names, passed through. Here, not beside the LightningModule: the cost
-    probe reads it in the launcher, which never imports Lightning."""
-    if precision != "auto":
-        return precision
-    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +94,7 @@ class TextDataConfig(DataConfig):
             return [Issue(join(path, "path"), "a folder path is required with corpus: folder, and only then")]
         return []
 
-    def vocab_size(self, path, issues) -> int:
+    def vocab_size(self) -> int:
         return 256 if self.tokenizer == "byte" else self.bpe_vocab_size
 
 
@@ -119,37 +107,12 @@ class TokenDataConfig(DataConfig):
     # windows: random windows; chunks: shuffled non-overlapping chunks (the SATFormer code's order)
     order: Literal["windows", "chunks"] = "windows"
 
-    def check(self, path: str) -> list[Issue]:
-        from trainers.data.shards import folder_defects  # lazy: the data package imports this file
-
-        return [Issue(join(path, "path"), defect) for defect in folder_defects(self.meta_path.parent)]
-
     @property
     def meta_path(self) -> Path:
         return Path(self.path).expanduser().absolute() / "meta.json"
 
-    def vocab_source(self) -> str:
-        return str(self.meta_path)
-
-    def vocab_size(self, path, issues) -> int | None:
-        meta = self.meta_path
-        if not meta.is_file():
-            issues.append(
-                Issue(
-                    join(path, "path"),
-                    f"given {self.path!r}; no meta.json there (run python -m trainers.prepare)",
-                )
-            )
-            return None
-        try:
-            vocab = json.loads(meta.read_text())["vocab_size"]
-            if not isinstance(vocab, int) or vocab < 1:
-                raise ValueError(f"vocab_size {vocab!r} is not a positive integer")
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            detail = f"no key {err}" if isinstance(err, KeyError) else str(err)
-            issues.append(Issue(join(path, "path"), f"given {self.path!r}; {meta} is unreadable: {detail}"))
-            return None
-        return vocab
+    def vocab_size(self) -> None:
+        return None  # meta.json's, read by trainers.preflight: parsing reads no files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,7 +144,7 @@ class MQARDataConfig(DataConfig):
             ]
         return []
 
-    def vocab_size(self, path, issues) -> int:
+    def vocab_size(self) -> int:
         return self.vocab
 
 
@@ -195,26 +158,6 @@ def data_configs() -> dict[str, type[DataConfig]]:
 
 def _no_decay_groups() -> list[str]:
     return list(GROUPS)
-
-
-def _fused_loss_issues(path: str) -> list[Issue]:
-    """`train.loss: fused` needs CUDA and liger-kernel on the machine that loads the config."""
-    if not torch.cuda.is_available():
-        return [
-            Issue(
-                path,
-                "given 'fused'; needs CUDA, which this machine lacks; allowed here: auto, plain, chunked",
-            )
-        ]
-    if not fused_available():
-        return [
-            Issue(
-                path,
-                f"given 'fused'; needs the package {FUSED_PACKAGE} (pip install -e '.[fused-loss]'); "
-                "allowed without it: auto, plain, chunked",
-            )
-        ]
-    return []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,10 +208,6 @@ class TrainConfig:
                 return [
                     Issue(join(join(path, "no_decay"), i), f"given {group!r}; allowed: {', '.join(groups)}")
                 ]
-        if self.loss == "fused":
-            issues = _fused_loss_issues(join(path, "loss"))
-            if issues:
-                return issues
         if self.batch_size % self.workers:
             return [
                 Issue(
@@ -285,11 +224,6 @@ class RecallConfig:
     """The in-context recall probe on the validation text at the end of training (trainers.recall):
     copy_* and recall_* metrics. It runs on text and token data with seq_len >= 32."""
 
-    METRICS: ClassVar = ("copy_loss", "copy_acc", "copy_gain", "recall_loss", "recall_acc")
-    # lookups in the records' reserved symbols; the last three read the curve over training
-    RESERVED: ClassVar = ("reserved_recall_loss", "reserved_recall_acc", "reserved_recall_auc",
-                          "reserved_recall_tokens", "reserved_recall_emerged")  # fmt: skip
-    CURVE: ClassVar = ("reserved_recall_auc", "reserved_recall_tokens", "reserved_recall_emerged")
     MIN_SEQ_LEN: ClassVar = 32  # room for a copy of 4 tokens, or a record, distractors and a query
 
     windows: int = _at_least(128, 0)  # windows of each of its two probes (copy, lookup); 0: off
@@ -308,12 +242,13 @@ class RecallConfig:
         return None
 
     def reserved_issue(self, data: DataConfig, metric: str) -> str | None:
-        """Why `metric` (one of RESERVED) would not be measured for a trial with this data (None: it is)."""
+        """Why `metric` (a lookup in reserved symbols: trainers.metrics.recall_names("reserved",
+        "curve")) would not be measured for a trial with this data (None: it is)."""
         records = getattr(data, "records", None)
         if records is None or not records.fraction or records.symbols != "reserved":
             return (f"{metric} scores lookups in the records' reserved symbols: it needs data.records with "
                     "fraction > 0 and symbols: reserved")  # fmt: skip
-        if metric in self.CURVE and self.at != "every_eval":
+        if metric in metrics.recall_names("curve") and self.at != "every_eval":
             return f"{metric} is read from the probe's curve over training: it needs recall.at: every_eval"
         return None
 
@@ -352,27 +287,22 @@ class TrialConfig:
                     f"{self.train.batch_size}: allowed 0 (off) or at least {0.5 / self.train.batch_size:g}",
                 )
             )
-        vocab = self.data.vocab_size(join(path, "data"), issues)
+        vocab = self.data.vocab_size()
         if vocab is not None and self.model.vocab_size < vocab:
-            source = self.data.vocab_source()
-            issues.append(
-                Issue(
-                    join(path, "model.vocab_size"),
-                    f"given {self.model.vocab_size}; the data needs at least {vocab}"
-                    + (f" ({source})" if source else ""),
-                )
-            )
+            needs = f"given {self.model.vocab_size}; the data needs at least {vocab}"
+            issues.append(Issue(join(path, "model.vocab_size"), needs))
         return issues
 
     @classmethod
     def prepare(cls, data: Mapping, path: str, issues: list[Issue]) -> dict:
-        """Fills model.vocab_size from the data when the user did not set it."""
+        """Fills model.vocab_size from the data's config when the user did not set it (token shards:
+        from their files, by trainers.preflight.load)."""
         tree = copy.deepcopy(dict(data))
         model = tree.get("model")
         if isinstance(model, Mapping) and "vocab_size" not in model:
             sub: list[Issue] = []
             data_cfg = parse_or_none(DataConfig, tree.get("data") or {}, join(path, "data"), sub)
-            vocab = data_cfg.vocab_size(join(path, "data"), sub) if data_cfg else None
+            vocab = data_cfg.vocab_size() if data_cfg else None
             if vocab is not None:
                 tree["model"] = {**model, "vocab_size": vocab}
         return tree

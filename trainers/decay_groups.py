@@ -15,13 +15,16 @@ projection weights of attention and MLP, and an untied head). The config validat
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from torch import nn
-
-from arch.layers import RMSNorm
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def _norms(model: nn.Module) -> list[nn.Parameter]:
+    # arch.layers imports torch: the config reads GROUPS' names as it parses, which imports no torch
+    from arch.layers import RMSNorm
+
     return [p for m in model.modules() if isinstance(m, RMSNorm) for p in m.parameters(recurse=False)]
 
 

@@ -11,13 +11,15 @@ import lightning.pytorch as pl
 import torch
 
 from arch.configtree import ConfigError, Issue
+from trainers import preflight
 from trainers.callbacks import GateStats, ModelStats, StepMemory, Throughput
 from trainers.checkpoint_files import latest_valid
 from trainers.config import TrialConfig
 from trainers.data.build import build_datamodule
 from trainers.distributed import reduce_over_workers, spawn_fit, worker_threads
 from trainers.host import keep_freed_memory
-from trainers.module import LanguageModel, resolve_precision
+from trainers.machine import resolve_precision
+from trainers.module import LanguageModel
 from trainers.recall import RecallProbe
 from trainers.resume import AtomicCheckpointIO, every_steps, periodic_checkpoint
 
@@ -74,7 +76,8 @@ def fit(
     `lr`, and the latest gate statistics of gated designs. Raises `TrainingDiverged` on a
     NaN/inf loss and `ConfigError` on an invalid mapping.
     """
-    cfg = config if isinstance(config, TrialConfig) else TrialConfig.from_dict(config)
+    # the machine and the data files checked here, at the trial (a launcher checked them at its own)
+    cfg = preflight.check(config) if isinstance(config, TrialConfig) else preflight.load(config)
     if cfg.train.micro_batch == "auto":
         raise ConfigError(
             [

@@ -1,8 +1,14 @@
-"""`flops_per_token(model, seq_len)`: training FLOPs per token, exact from the parameter count."""
+"""`flops_per_token(model, seq_len)`: training FLOPs per token, exact from the parameter count;
+`config_flops_per_token(cfg, seq_len)` the same from a model's config, without building it."""
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+    from arch.config import ModelConfig
 
 
 def flops_per_token(model: torch.nn.Module, seq_len: int) -> float:
@@ -19,4 +25,14 @@ def flops_per_token(model: torch.nn.Module, seq_len: int) -> float:
     n = sum(p.numel() for p in model.parameters())
     if not cfg.tie_embeddings:
         n -= model.embed.weight.numel()
+    return _kaplan(n, cfg, seq_len)
+
+
+def config_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
+    """`flops_per_token` of the model `cfg` builds, its N from `ModelConfig.param_count`."""
+    n = cfg.param_count() - (0 if cfg.tie_embeddings else cfg.vocab_size * cfg.d_model)
+    return _kaplan(n, cfg, seq_len)
+
+
+def _kaplan(n: int, cfg, seq_len: int) -> float:
     return float(6 * n + 6 * cfg.n_layers * seq_len * cfg.d_model)

@@ -42,3 +42,15 @@ def describe(info: dict[str, str]) -> str:
     cpus = f" ({info['cpus']} CPUs)" if info.get("cpus") else ""
     level = info.get("cpu_capability", "?")
     return f"{info.get('cpu', 'unknown CPU')}{cpus}, torch {info.get('torch', '?')}, {level} kernels"
+
+
+def resolve_precision(precision: str) -> str:
+    """`train.precision: auto` (a config parses it as written, on any machine) -> bf16-mixed on
+    CUDA, 32-true elsewhere; the others (32-true, bf16-mixed, bf16-true) are Lightning's precision
+    names, passed through. Here, not beside the LightningModule: the cost probe reads it in the
+    launcher, which never imports Lightning."""
+    if precision != "auto":
+        return precision
+    import torch
+
+    return "bf16-mixed" if torch.cuda.is_available() else "32-true"

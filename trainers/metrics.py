@@ -1,6 +1,6 @@
 """Every metric a trial or a sweep records, once: what it is and how each consumer treats it.
 
-One `Metric` record per name. The trainer's final metrics (`trainers.records.METRICS`), the names
+One `Metric` record per name. The trainer's final metrics (`trial_names`), the names
 a study may use as objectives or as the scheduler's metric, how data-parallel workers' values
 combine (`trainers.distributed`), which metrics are exact or timed in rounds (the fronts'
 statistics and adaptive seeds), and how the fronts show them are all read from `TABLE`. Adding
@@ -26,6 +26,9 @@ Fields of a record:
   only), `probe` (the sweep's cost probe adds it, `sweeps.run.probe`) or `eval` (the
   lm-evaluation-harness on the final weights, a study's `evals:` section; `eval_metric`).
 - `needs_data`: the `trial.data.kind` (or kinds) it needs (None: any).
+- `recall`: which of the recall probe's measurements it is (`trainers.recall`; None: not the
+  probe's): `text` (copies and lookups in the text's own symbols), `reserved` (lookups in the
+  records' reserved symbols) or `curve` (read from the reserved lookups' curve over training).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class Metric:
     objective: bool = False
     source: Literal["trial", "data_parallel", "probe"] = "trial"
     needs_data: str | tuple[str, ...] | None = None
+    recall: Literal["text", "reserved", "curve"] | None = None
 
     def problems(self) -> list[str]:
         """What makes this record inconsistent ([] when none)."""
@@ -98,12 +102,12 @@ def _probe(name: str, unit: str) -> Metric:
     )  # fmt: skip
 
 
-def _recall(
-    name: str, unit: str, direction: Direction, data: str | tuple[str, ...] = ("text", "tokens")
-) -> Metric:
+def _recall(name: str, unit: str, direction: Direction, recall: str = "text") -> Metric:
     """The recall probe's (trainers.recall): the same items for every trial, measured on the final
-    weights, which every data-parallel worker holds alike."""
-    return Metric(name, unit, direction, "seed", "same", objective=True, needs_data=data)
+    weights, which every data-parallel worker holds alike. Its records' reserved symbols are
+    planted in text data only (`data.records`)."""
+    data = ("text", "tokens") if recall == "text" else "text"
+    return Metric(name, unit, direction, "seed", "same", objective=True, needs_data=data, recall=recall)
 
 
 ENTRIES = (
@@ -122,11 +126,11 @@ ENTRIES = (
     _recall("recall_loss", "nats/token", "minimize"),
     _recall("recall_acc", "fraction", "maximize"),
     # lookups in the records' reserved symbols (data.records.symbols: reserved), and when they emerge
-    _recall("reserved_recall_loss", "nats/token", "minimize", "text"),
-    _recall("reserved_recall_acc", "fraction", "maximize", "text"),
-    _recall("reserved_recall_auc", "fraction", "maximize", "text"),
-    _recall("reserved_recall_tokens", "tokens", "minimize", "text"),
-    Metric("reserved_recall_emerged", "0/1", "maximize", "seed", "same", needs_data="text"),
+    _recall("reserved_recall_loss", "nats/token", "minimize", "reserved"),
+    _recall("reserved_recall_acc", "fraction", "maximize", "reserved"),
+    _recall("reserved_recall_auc", "fraction", "maximize", "curve"),
+    _recall("reserved_recall_tokens", "tokens", "minimize", "curve"),
+    Metric("reserved_recall_emerged", "0/1", "maximize", "seed", "same", needs_data="text", recall="curve"),
     _probe("tokens_per_s", "tokens/s"),
     _probe("tokens_per_s_ratio", "x the baseline's"),
     _memory("peak_mem_mb", objective=True, shown="relative"),
@@ -181,6 +185,11 @@ def objective_names() -> tuple[str, ...]:
 def trial_names() -> tuple[str, ...]:
     """What every trial's `trainers.fit` returns, whatever its data and workers."""
     return names(source="trial", needs_data=None)
+
+
+def recall_names(*kinds: str) -> tuple[str, ...]:
+    """The recall probe's metrics of the given `recall` kinds (text, reserved, curve), table order."""
+    return tuple(n for n, m in TABLE.items() if m.recall in kinds)
 
 
 def is_exact(name: str) -> bool:

@@ -17,13 +17,13 @@ import torch
 
 from arch import build_model
 from trainers.checkpoint_files import rng_states, set_rng_states
-from trainers.config import TrialConfig, resolve_precision
+from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
 from trainers.loss import IGNORE, eval_sums, lm_loss, resolve_loss
 from trainers.optim import build_optimizer
 from trainers.schedules import lr_multiplier
 
-__all__ = ["IGNORE", "LanguageModel", "resolve_precision"]
+__all__ = ["IGNORE", "LanguageModel"]
 
 
 class LanguageModel(pl.LightningModule):

@@ -17,10 +17,11 @@ from pathlib import Path
 import yaml
 
 from arch.configtree import ConfigError, load_yaml, parse_override, set_path
+from trainers import preflight
 from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
 from trainers.fit import fit
-from trainers.records import DEFAULT_TRACKING_URI, EXPERIMENT_TAGS
+from trainers.mlflow_names import DEFAULT_TRACKING_URI, EXPERIMENT_TAGS
 
 
 def flatten(tree, prefix: str = "") -> dict[str, str]:
@@ -46,7 +47,7 @@ def load_config(path: str, overrides: list[str]) -> TrialConfig:
     for text in overrides:
         key, value = parse_override(text)
         set_path(tree, key, value)
-    return TrialConfig.from_dict(tree, source=path)
+    return preflight.load(tree, source=path)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -2,7 +2,7 @@
 tokenizer its data used.
 
 A trial's final checkpoint (`trainers.fit`, `checkpoint_path`; a sweep logs it as the run's
-artifact `trainers.records.CHECKPOINT_ARTIFACT`) carries the resolved trial config beside the
+artifact `trainers.mlflow_names.CHECKPOINT_ARTIFACT`) carries the resolved trial config beside the
 weights, so the checkpoint alone rebuilds the model. The tokenizer is rebuilt from the config's
 data section, as training built it: `byte`, or the byte-level BPE trained on the corpus's train
 split (cached under the data root; retrained, deterministically, where the cache is gone), or a
@@ -22,7 +22,7 @@ from trainers.config import TextDataConfig, TokenDataConfig, TrialConfig
 from trainers.data.cache import cache_root
 from trainers.data.corpora import load_corpus
 from trainers.data.tokenizer import BPETokenizer, ByteTokenizer, make_tokenizer
-from trainers.records import CHECKPOINT_ARTIFACT, DEFAULT_TRACKING_URI
+from trainers.mlflow_names import CHECKPOINT_ARTIFACT, DEFAULT_TRACKING_URI
 
 
 class TrialNotFound(ValueError):

@@ -32,36 +32,7 @@ import torch
 from torch import nn
 
 from arch.backbone import BackboneConfig
-from arch.configtree import Issue, variant_by_kind
-
-
-@dataclasses.dataclass(frozen=True)
-class ResidualConfig:
-    """Base of every design's typed config; `kind` selects the design in YAML."""
-
-    kind: str = "none"
-
-    @classmethod
-    def resolve_variant(cls, data, path: str, issues: list[Issue]):
-        variants = {kind: _REGISTRY[kind].config_cls for kind in sorted(_REGISTRY)}
-        return variant_by_kind(cls, variants, data, path, issues)
-
-    def check_against(self, model: BackboneConfig, path: str) -> list[Issue]:
-        """Problems that only show with the model's dimensions (e.g. a tap beyond the depth)."""
-        return []
-
-    def ffn_widths(self, model: BackboneConfig) -> list[int]:
-        """The MLP width of every layer (a design may reallocate them across depth)."""
-        return [model.d_ff] * model.n_layers
-
-    def descriptors(self) -> dict[str, str]:
-        """The keys that say which design this is (MLflow tags of a trial): by default every
-        scalar field; designs with mode-specific keys show only those of their mode."""
-        return {
-            f.name: str(getattr(self, f.name))
-            for f in dataclasses.fields(self)
-            if isinstance(getattr(self, f.name), (str, int, float, bool))
-        }
+from arch.design_configs import ResidualConfig, residual_configs
 
 
 @dataclasses.dataclass
@@ -130,8 +101,8 @@ class ResidualDesign(nn.Module):
 
     # Contracts the shared test harness checks for every design.
     def expected_param_count(self) -> int:
-        """Parameters the design adds, from its paper's formula (not by counting)."""
-        return 0
+        """Parameters the design adds, from its paper's formula (its config's `param_count`)."""
+        return self.cfg.param_count(self.model_cfg)
 
     @torch.no_grad()
     def adjust_backbone_init_(self, blocks: nn.ModuleList) -> None:
@@ -175,6 +146,8 @@ def register(kind: str):
             raise ValueError(
                 f"{design_cls.config_cls.__name__}.kind defaults to {default_kind!r}, not {kind!r}"
             )
+        if residual_configs().get(kind) is not design_cls.config_cls:
+            raise ValueError(f"{design_cls.config_cls.__name__} is not in arch.design_configs")
         _REGISTRY[kind] = _Entry(design_cls.config_cls, design_cls)
         return design_cls
 

@@ -19,33 +19,12 @@ is dropped after its last reader; the average is a running sum (no stack of the 
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
 
 import torch
 from torch import nn
 
-from arch.configtree import Issue, join
-from arch.designs.base import ResidualConfig, ResidualDesign, State, register
-
-
-@dataclasses.dataclass(frozen=True)
-class DenseFormerConfig(ResidualConfig):
-    kind: Literal["denseformer"] = "denseformer"
-    dilation: int = dataclasses.field(default=1, metadata={"ge": 1})  # k
-    period: int = dataclasses.field(default=1, metadata={"ge": 1})  # p
-
-    def check_against(self, model, path: str) -> list[Issue]:
-        issues = []
-        for key in ("dilation", "period"):
-            value = getattr(self, key)
-            if value > model.n_layers:
-                issues.append(
-                    Issue(
-                        join(path, key),
-                        f"given {value} with n_layers {model.n_layers}; allowed: 1 to {model.n_layers}",
-                    )
-                )
-        return issues
+from arch.design_configs.denseformer import DenseFormerConfig
+from arch.designs.base import ResidualDesign, State, register
 
 
 def dwa_inputs(block: int, dilation: int) -> tuple[int, ...]:
@@ -98,10 +77,6 @@ class DenseFormer(ResidualDesign):
                 if self.last_reader[j] == b:
                     del state.outputs[j]
         state.h = x
-
-    def expected_param_count(self) -> int:
-        k, p, n = self.cfg.dilation, self.cfg.period, self.model_cfg.n_layers
-        return sum((m * p) // k + 1 for m in range(1, n // p + 1))
 
     @torch.no_grad()
     def make_neutral_(self) -> bool:

@@ -67,107 +67,16 @@ The weighted sum loops over the history (no stacked copy of all outputs per laye
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from arch.configtree import Issue, choices, join
-from arch.designs.base import ResidualConfig, ResidualDesign, State, register
+from arch.design_configs.muddformer import LAST_EXPAND, WAYS, MuddFormerConfig
+from arch.designs.base import ResidualDesign, State, register
 from arch.layers import rms_norm
 
-WAYS = {"qkvr": 4, "r": 1}
-LAST_EXPAND = 4  # Caiyun's code: the last layer's hidden width is multiplied by 4
 POST_NORM_INIT = 1e-3  # both DA-norm forms: the post norms start almost closed (X^c ~ X_{i+1})
-PRESETS = {
-    "satformer_paper": {"sepln": True, "sepln_layers": "all", "pre_post_da_norm": True,
-                        "da_norm_form": "satformer", "param_realloc": True, "realloc_rounding": "satformer",
-                        "w1_init": "satformer", "hidden_round": False, "expand_last": False},
-    "caiyun_release": {"sepln": True, "sepln_layers": "after_first", "pre_post_da_norm": False,
-                       "param_realloc": True, "realloc_rounding": "caiyun", "w1_init": "muddformer",
-                       "hidden_round": True, "expand_last": True},
-    "caiyun_jax": {"sepln": True, "sepln_layers": "all", "pre_post_da_norm": True, "da_norm_form": "caiyun",
-                   "param_realloc": True, "realloc_rounding": "caiyun", "w1_init": "muddformer",
-                   "hidden_round": True, "expand_last": True},
-}  # fmt: skip
-# Form keys that mean something only with their switch on: key -> (switch, its default form)
-FORM_SWITCHES = {
-    "sepln_layers": ("sepln", "all"),
-    "realloc_rounding": ("param_realloc", "satformer"),
-    "da_norm_form": ("pre_post_da_norm", "satformer"),
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class MuddFormerConfig(ResidualConfig):
-    kind: Literal["muddformer"] = "muddformer"
-    preset: str | None = None  # a named set of the options below (PRESETS)
-    streams: Literal["qkvr", "r"] = "qkvr"  # r: the paper's single-way ablation
-    hidden_round: bool = True  # Caiyun's round64 (on in its release; the SATFormer repository: off)
-    expand_last: bool = True  # Caiyun's expand_last (on in its release; the SATFormer repository: off)
-    sepln: bool = False  # on in all three sources; which layers: sepln_layers
-    # all: the SATFormer repository's and Caiyun's JAX code; after_first: Caiyun's PyTorch release
-    sepln_layers: Literal["all", "after_first"] = "all"
-    pre_post_da_norm: bool = False  # the SATFormer repository's and Caiyun's JAX code; which: da_norm_form
-    # satformer: the SATFormer repository's use_pre_post_da_norm; caiyun: Caiyun's JAX mudd_prenorm/postnorm
-    da_norm_form: Literal["satformer", "caiyun"] = "satformer"
-    param_realloc: bool = False  # all three sources; how rounded: realloc_rounding
-    # satformer: the SATFormer repository's (to 256, at least 256); caiyun: both Caiyun codes' (nearest 128)
-    realloc_rounding: Literal["satformer", "caiyun"] = "satformer"
-    # muddformer: Caiyun's JAX fan-in init (std D^-1/2); satformer: the SATFormer repository's (std 1/D)
-    w1_init: Literal["muddformer", "satformer"] = "muddformer"
-
-    @classmethod
-    def prepare(cls, data, path: str, issues: list[Issue]):
-        data = dict(data)
-        preset = data.get("preset")
-        if preset is None:
-            return data
-        if preset not in PRESETS:
-            issues.append(Issue(join(path, "preset"), f"given {preset!r}; allowed: {choices(PRESETS)}"))
-            return None
-        return {**PRESETS[preset], **data}
-
-    def check(self, path: str) -> list[Issue]:
-        issues = []
-        for key, (switch, default) in FORM_SWITCHES.items():
-            if getattr(self, key) != default and not getattr(self, switch):
-                issues.append(
-                    Issue(join(path, key), f"given {getattr(self, key)!r}; applies only with {switch}: true")
-                )
-        return issues
-
-    def check_against(self, model, path: str) -> list[Issue]:
-        widths = self.ffn_widths(model)
-        if min(widths) > 0:
-            return []
-        layer = widths.index(min(widths))
-        return [
-            Issue(
-                join(path, "realloc_rounding"),
-                f"given 'caiyun' with d_ff {model.d_ff}: layer {layer} gets an MLP width of 0 "
-                "(round(d_ff / 2 / 128) x 128); allowed with d_ff > 128",
-            )
-        ]
-
-    @property
-    def sepln_first(self) -> int:
-        """The first layer whose K and V get norms of their own with sepln (after_first: 1)."""
-        return 1 if self.sepln_layers == "after_first" else 0
-
-    def ffn_widths(self, model) -> list[int]:
-        # one layer keeps d_ff (both reallocations divide by L - 1; Caiyun's code raises there)
-        if not self.param_realloc or model.n_layers == 1:
-            return [model.d_ff] * model.n_layers
-        n = model.n_layers
-        if self.realloc_rounding == "caiyun":  # Caiyun's expression, evaluated in its order
-            return [round(model.d_ff * (i / (n - 1) + 0.5) / 128) * 128 for i in range(n)]
-        widths = []
-        for i in range(1, n + 1):
-            w = int(round((0.5 * (n - i) + 1.5 * (i - 1)) / (n - 1) * model.d_ff))
-            widths.append(max(256, (w + 127) // 256 * 256))
-        return widths
 
 
 def hidden_width(ways: int, layer: int, n_layers: int, cfg: MuddFormerConfig) -> int:
@@ -203,7 +112,7 @@ class MuddFormer(ResidualDesign):
         self.prior = nn.ParameterList(nn.Parameter(torch.empty(self.ways[i], i + 2)) for i in range(n))
         # sepln: the K and V norms' weights of layers sepln_first.. (Q keeps the block's attention norm)
         self.kv_norm = nn.Parameter(torch.empty(n - cfg.sepln_first, 2, d)) if cfg.sepln else None
-        self.da_norm = cfg.da_norm_form if cfg.pre_post_da_norm else None
+        self.da_norm = cfg.da_norm
         if self.da_norm == "satformer":  # per layer: a norm per history entry, one per stream
             self.pre_norm = nn.ParameterList(nn.Parameter(torch.empty(i + 2, d)) for i in range(n))
             self.post_norm = nn.ParameterList(nn.Parameter(torch.empty(self.ways[i], d)) for i in range(n))
@@ -275,18 +184,6 @@ class MuddFormer(ResidualDesign):
             state.h = state.q = state.k = state.v = mixed[0]
         if layer == self.model_cfg.n_layers - 1:
             state.history.clear()
-
-    def expected_param_count(self) -> int:
-        n, d, cfg = self.model_cfg.n_layers, self.model_cfg.d_model, self.cfg
-        total = d if self.da_norm == "caiyun" else 0  # the embedding's history norm
-        for i in range(n):
-            c = 1 if i == n - 1 else WAYS[cfg.streams]
-            h = c * (i + 2) * (LAST_EXPAND if cfg.expand_last and i == n - 1 else 1)
-            h = 64 * (h // 64 + 1) if cfg.hidden_round else h
-            total += d * h + h * c * (i + 2) + c * (i + 2)
-            total += 2 * d if cfg.sepln and i >= cfg.sepln_first else 0
-            total += {"satformer": (i + 2 + c) * d, "caiyun": 3 * d, None: 0}[self.da_norm]
-        return total
 
     @torch.no_grad()
     def make_neutral_(self) -> bool:

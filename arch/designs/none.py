@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Literal
-
-from arch.designs.base import ResidualConfig, ResidualDesign, register
-
-
-@dataclasses.dataclass(frozen=True)
-class NoResidualConfig(ResidualConfig):
-    kind: Literal["none"] = "none"
+from arch.design_configs.none import NoResidualConfig
+from arch.designs.base import ResidualDesign, register
 
 
 @register("none")

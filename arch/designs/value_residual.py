@@ -29,16 +29,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from arch.configtree import Issue, choices, join
-from arch.designs.base import ResidualConfig, ResidualDesign, State, register
+from arch.design_configs.value_residual import ACTIVATION_NAMES, ZERO_AT_ZERO, ValueResidualConfig
+from arch.designs.base import ResidualDesign, State, register
 
-ACTIVATIONS = {
+_FUNCTIONS = {
     "relu": F.relu,
     "sigmoid": torch.sigmoid,
     "sigmoid2": lambda z: 2.0 * torch.sigmoid(z),
@@ -49,110 +48,7 @@ ACTIVATIONS = {
     "softmax": lambda z: z.shape[-1] * torch.softmax(z, dim=-1),
     "softmax_sigmoid": lambda z: z.shape[-1] * torch.softmax(z, dim=-1) * torch.sigmoid(z),
 }
-ZERO_AT_ZERO = {"relu", "tanh", "identity"}  # activations for which W_a = 0 is the baseline
-HEAD_NORMALISED = {"softmax", "softmax_sigmoid"}  # need one gate per KV head (token_head)
-
-GRANULARITIES = {"static": ("layer", "head"), "gated": ("token", "token_head")}
-DEFAULT_GRANULARITY = {"static": "layer", "gated": "token_head"}
-MODE_ONLY_KEYS = {
-    "gated": ("activation", "gate_init", "gate_init_std", "gate_bias"),
-    "static": ("coefficient", "lambda_tap", "lambda_self"),
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class ValueResidualConfig(ResidualConfig):
-    kind: Literal["value_residual"] = "value_residual"
-    mode: Literal["static", "gated"] = "gated"
-    granularity: Literal["layer", "head", "token", "token_head"] | None = None  # None: by mode
-    tap_layer: int = dataclasses.field(default=1, metadata={"ge": 1})
-    consumers: Literal["all"] | int = "all"  # all later layers, or the last k
-    # gated only
-    activation: str = "relu"  # a name of ACTIVATIONS
-    gate_init: Literal["normal", "zero"] = "normal"
-    gate_init_std: float = dataclasses.field(default=0.02, metadata={"gt": 0})
-    gate_bias: bool = False  # b_a: the official value_residual_proj_bias
-    # static only
-    coefficient: Literal["fixed", "learned", "softmax"] = "fixed"
-    lambda_tap: float = 0.5
-    lambda_self: float = 0.5
-
-    def __post_init__(self):
-        if self.granularity is None:
-            object.__setattr__(self, "granularity", DEFAULT_GRANULARITY[self.mode])
-
-    def check(self, path: str) -> list[Issue]:
-        if self.activation not in ACTIVATIONS:
-            return [
-                Issue(join(path, "activation"), f"given {self.activation!r}; allowed: {choices(ACTIVATIONS)}")
-            ]
-        issues = []
-        if self.granularity not in GRANULARITIES[self.mode]:
-            pairs = "; ".join(f"{m}: {choices(g)}" for m, g in GRANULARITIES.items())
-            issues.append(
-                Issue(
-                    join(path, "granularity"),
-                    f"given {self.granularity!r} with mode {self.mode!r}; allowed pairs: {pairs}",
-                )
-            )
-        defaults = ValueResidualConfig()
-        for mode, keys in MODE_ONLY_KEYS.items():
-            if mode == self.mode:
-                continue
-            for key in keys:
-                if getattr(self, key) != getattr(defaults, key):
-                    issues.append(Issue(join(path, key), f"applies only to mode {mode!r}, not {self.mode!r}"))
-        if self.mode == "gated" and self.activation in HEAD_NORMALISED and self.granularity != "token_head":
-            issues.append(
-                Issue(
-                    join(path, "activation"),
-                    f"given {self.activation!r} with granularity {self.granularity!r}; it normalises "
-                    "over the KV heads of a token: allowed with granularity 'token_head'",
-                )
-            )
-        if self.coefficient == "softmax" and self.lambda_tap != defaults.lambda_tap:
-            issues.append(
-                Issue(
-                    join(path, "lambda_tap"),
-                    "not used by coefficient 'softmax' (l_tap = s softmax(z) starts at N / (N - tap_layer))",
-                )
-            )
-        if isinstance(self.consumers, int) and self.consumers < 1:
-            issues.append(Issue(join(path, "consumers"), f"given {self.consumers}; allowed: 'all' or k >= 1"))
-        return issues
-
-    def descriptors(self) -> dict[str, str]:
-        keys = ("kind", "mode", "granularity", "tap_layer", "consumers")
-        keys += ("activation",) if self.mode == "gated" else ("coefficient",)
-        return {k: str(getattr(self, k)) for k in keys}
-
-    def check_against(self, model, path: str) -> list[Issue]:
-        issues = []
-        if self.tap_layer >= model.n_layers:
-            issues.append(
-                Issue(
-                    join(path, "tap_layer"),
-                    f"given {self.tap_layer} with n_layers {model.n_layers}; allowed: 1 to "
-                    f"{model.n_layers - 1} (a later layer must consume the tap)",
-                )
-            )
-        elif self.mode == "gated" and self.activation in HEAD_NORMALISED and model.n_kv_heads == 1:
-            issues.append(
-                Issue(
-                    join(path, "activation"),
-                    f"given {self.activation!r} with n_kv_heads 1: a softmax over one head is constant; "
-                    "allowed with n_kv_heads >= 2",
-                )
-            )
-        if isinstance(self.consumers, int) and self.consumers > model.n_layers - self.tap_layer:
-            issues.append(
-                Issue(
-                    join(path, "consumers"),
-                    f"given {self.consumers}; allowed: 'all' or 1 to "
-                    f"{model.n_layers - self.tap_layer} (layers after tap_layer {self.tap_layer})",
-                )
-            )
-        return issues
+ACTIVATIONS = {name: _FUNCTIONS[name] for name in ACTIVATION_NAMES}  # the config's names, in order
 
 
 @dataclasses.dataclass
@@ -265,8 +161,7 @@ class ValueResidual(ResidualDesign):
         super().__init__(cfg, model)
         self.tap = cfg.tap_layer - 1  # 0-based
         n = model.n_layers
-        first = self.tap + 1 if cfg.consumers == "all" else n - cfg.consumers
-        self.consumers = list(range(first, n))
+        self.consumers = cfg.consumer_layers(n)
         self.slot = {layer: j for j, layer in enumerate(self.consumers)}
         if cfg.mode == "static" and cfg.coefficient == "softmax":
             self.mix = SoftmaxMix(cfg, len(self.consumers), model.d_model, model.n_kv_heads, n)
@@ -298,17 +193,6 @@ class ValueResidual(ResidualDesign):
         if gate is not None and state.gates is not None:
             state.gates[layer] = gate.detach()
         return mixed
-
-    def expected_param_count(self) -> int:
-        cfg, m, c = self.cfg, self.model_cfg, len(self.consumers)
-        if cfg.mode == "gated":
-            return c * (m.d_model + cfg.gate_bias) * (m.n_kv_heads if cfg.granularity == "token_head" else 1)
-        width = m.n_kv_heads if cfg.granularity == "head" else 1
-        if cfg.coefficient == "fixed":
-            return 0
-        if cfg.coefficient == "softmax":  # s, the logits of every layer after the tap, l_self
-            return 1 + (m.n_layers - cfg.tap_layer) * width + c * width
-        return 2 * c * width
 
     @torch.no_grad()
     def make_neutral_(self) -> bool:

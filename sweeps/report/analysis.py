@@ -1,10 +1,10 @@
 """A study's fronts from its trials: the statistics (`fronts_for`), and the launch's report of them
-(`analyse`: files, printed table, MLflow uploads and tags).
+(`report_fronts`: files, printed table, MLflow uploads and tags).
 
 `fronts_for(study, trials)` is the one entry point for "statistics of the completed trials": the
 study's objectives, the cost probe's rounds for the metrics it times, the reference point, which
 metrics are summarised by their median (`trainers.metrics`), and `fronts.compute`. The fronts'
-report (`analyse`) and adaptive seeds' decisions (`sweeps.run.adaptive`) both read it.
+report (`report_fronts`) and adaptive seeds' decisions (`sweeps.run.adaptive`) both read it.
 """
 
 from __future__ import annotations

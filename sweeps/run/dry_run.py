@@ -141,7 +141,7 @@ def _scheduler_text(study: Study) -> str:
 # (6 N FLOPs a token) would put the smallest rungs several times too fast.
 CPU_SECONDS_PER_TOKEN = (1.6e-5, 6.4e-11)  # (C0 s, C1 s per parameter)
 EVAL_TOKEN_COST = 1 / 3  # an evaluation token (forward only) in training tokens
-TRIAL_START_S = 1.0  # a trial's fixed cost in a reused Ray worker (the fit: 0.75 s)
+TRIAL_START_S = 1.0  # a trial's fixed cost in a reused Ray worker (docs/scaling/cpu_ladder.md)
 PROBE_START_S = 3.0  # the cost probe's fixed cost per size (its processes, building the models)
 GPU_FLOPS_PER_S = 3e14  # an assumption, not a measurement: ~35% of an H100's dense bf16 peak
 

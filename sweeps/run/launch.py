@@ -40,9 +40,9 @@ from sweeps.report.scaling.of_study import report_ladder
 from sweeps.run import backends
 from sweeps.run.driver import Driver
 from sweeps.run.dry_run import plan_text
-from sweeps.run.eval_checks import eval_issues
 from sweeps.run.memory import memory_plan, table_lines
 from sweeps.run.plan import Plan
+from sweeps.run.preflight import preflight
 from sweeps.run.probe import Probe
 from sweeps.run.progress import Progress
 from sweeps.run.tracking import Tracker, open_store, ui_hint, ui_links
@@ -68,13 +68,14 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def load(path, overrides=()) -> StudyPlan:
-    """The study (`sweeps.study.load_study`) resolved into its runs, and what its backend, this
-    machine and lm-eval refuse: every problem a launch can know before it starts anything, as one
+    """The study (`sweeps.study.load_study`, which parses it the same on any machine) resolved into
+    its runs, then its preflight (`sweeps.run.preflight`: what its backend, this machine, its files
+    and lm-eval refuse): every problem a launch can know before it starts anything, as one
     ConfigError naming the file. The memory plan measures this machine (a GPU study): the plan
     returned is the one with each run's split."""
     study = load_study(path, overrides)
     plan = resolve(study)
-    issues = backends.study_issues(study) + eval_issues(study)
+    issues = preflight(study)
     if not issues:  # the memory plan measures: only for a study that can otherwise run
         issues, plan = memory_plan(plan, stream=sys.stderr)
     if issues:
@@ -134,7 +135,7 @@ def launch(plan: StudyPlan | Study, fit: Callable | None = None, stream=None, pr
     # loading the study), starting or joining the backend, the probe (probe_s), the fronts' report.
     costs = {"start_s": time.time() - psutil.Process().create_time()}
     connect = time.time()
-    # MLflow's store opens (~2 s: imports, a new database's tables) while Ray starts, where the
+    # MLflow's store opens (its imports, a new database's tables) while Ray starts, where the
     # machine was checked at load; a cluster's resources are checked before anything is created.
     store = threading.Thread(target=open_store, args=(study.mlflow_uri(),), daemon=True)
     if backend.checks_machine(study):
@@ -235,8 +236,8 @@ def exit_now(code: int) -> NoReturn:
     """Ends the launcher's process with `code` once everything it started has finished: its
     threads are joined, the exit handlers run (Ray's, MLflow's, logging's), the standard streams
     are flushed. Only the interpreter's own teardown is skipped: freeing, one by one, every object
-    of a process that holds torch, Ray and MLflow, which took 2.2 s at the end of every launch here
-    (docs/bench/launch_costs.md) and which the operating system does at once."""
+    of a process that holds torch, Ray and MLflow, seconds at the end of every launch (measured in
+    docs/bench/launch_costs.md), which the operating system does at once."""
     for thread in threading.enumerate():
         if thread is not threading.main_thread() and not thread.daemon:
             thread.join()

@@ -43,9 +43,8 @@ from pathlib import Path
 from sweeps.report.costs import costs_path, entry, load_costs, metric_values, save_costs
 from sweeps.study.architecture import arch_key, architecture
 from sweeps.study.reference import baseline_of
-from trainers.config import resolve_precision
 from trainers.host import keep_freed_memory
-from trainers.machine import kernels
+from trainers.machine import kernels, resolve_precision
 from trainers.synthetic_step import synthetic_step
 from trainers.timing import interleaved
 

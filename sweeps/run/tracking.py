@@ -39,7 +39,7 @@ import yaml
 
 from sweeps.study.space import point_name
 from trainers.machine import kernels
-from trainers.records import EXPERIMENT_TAGS
+from trainers.mlflow_names import EXPERIMENT_TAGS
 
 PACKAGES = ("torch", "lightning", "ray", "optuna", "mlflow", "numpy", "satsweep")
 

@@ -28,7 +28,7 @@ from typing import Any
 from sweeps.study.sections import EvalsConfig
 from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
-from trainers.records import CHECKPOINT_FOLDER, CHECKPOINT_NAME
+from trainers.mlflow_names import CHECKPOINT_FOLDER, CHECKPOINT_NAME
 
 Report = Callable[[dict[str, Any]], None]
 
@@ -42,7 +42,7 @@ class TrialTask:
     tracking_uri: str
     config: TrialConfig  # the run's resolved trial config (its point and seed)
     data_root: str | None = None
-    keep_checkpoint: bool = False  # log the final weights (trainers.records.CHECKPOINT_ARTIFACT)
+    keep_checkpoint: bool = False  # log the final weights (trainers.mlflow_names.CHECKPOINT_ARTIFACT)
     timeout_s: float | None = None  # wall-clock limit of the training (None: none)
     worker_cpus: float = 1.0  # each data-parallel worker's share (resources.cpus / gpus; Ray Train)
     worker_gpus: float = 0.0

@@ -1,13 +1,12 @@
 """Validation of a loaded study: the rules between its sections (as it parses) and, once parsed,
-its base trial, every point and every key path it names. What its backend and the machine refuse
-is checked where runs start (`sweeps.run.backends.study_issues`), before anything is created."""
+its base trial, every point and every key path it names. What its backend, the machine and the
+files refuse is checked by the launch's preflight (`sweeps.run.preflight`), before anything is
+created; these checks read neither."""
 
 from __future__ import annotations
 
 import math
 import re
-
-import numpy as np
 
 from arch.configtree import ConfigError, Issue, join
 from evals.suites import expand
@@ -17,9 +16,6 @@ from sweeps.study.paths import KeyPaths
 from sweeps.study.reference import MATCH
 from sweeps.study.rungs import RUNG, without_rung
 from trainers import metrics as metrics_table
-from trainers.config import RecallConfig
-from trainers.data.corpora import CorpusUnavailable, load_corpus
-from trainers.data.records import reserved
 
 
 def study_issues(study) -> list[Issue]:
@@ -167,7 +163,7 @@ def validate_points(study) -> list[Issue]:
         return [Issue(join("trial", i.path) if i.path else "trial", i.problem) for i in err.issues]
     if study.sampler.kind == "grid":
         issues.extend(space.check_grid("space", study.n_trials, study.grid))
-    points = study.grid if study.sampler.kind == "grid" else space.corners()
+    points = checked_points(study)
     seen: set[str] = set()
     for point in points:
         try:
@@ -178,9 +174,7 @@ def validate_points(study) -> list[Issue]:
                 if str(key) in seen:
                     continue
                 seen.add(str(key))
-                where = space.param_for(issue.path, point) or "space"
-                shown = ", ".join(f"{k}={v!r}" for k, v in point.items())
-                issues.append(Issue(join("space", where), f"at point {{{shown}}}: trial.{issue}"))
+                issues.append(at_point(space, point, issue))
     for i, objective in enumerate(study.objectives):
         if problem := metrics_table.data_issue(objective.metric, base.data.kind):
             issues.append(Issue(f"objectives[{i}].metric", problem))
@@ -188,7 +182,6 @@ def validate_points(study) -> list[Issue]:
             issues.append(Issue(f"objectives[{i}].metric", f"given {objective.metric!r}; {problem}"))
     issues.extend(_evals_data(study, points))
     issues.extend(_per_token_across_tokenizers(study, points))
-    issues.extend(_reserved_symbols(study, points))
     if study.scheduler.kind == "asha":
         grace, smallest = study.scheduler.grace_tokens, min(study.budgets)
         if grace is not None and grace >= smallest:
@@ -214,6 +207,20 @@ def validate_points(study) -> list[Issue]:
     if not issues and study.tune is not None:
         issues.extend(_check_tuned(study, points))
     return issues + downstream_issues(study)
+
+
+def checked_points(study) -> list[dict]:
+    """The points whose trial configs a study's checks parse: the grid, or the corners of a sampled
+    space (every choice and bound)."""
+    return study.grid if study.sampler.kind == "grid" else study.search_space.corners()
+
+
+def at_point(space, point: dict, issue: Issue) -> Issue:
+    """An issue of one point's trial config, named at the parameter that set the key (`space.<name>:
+    at point {...}: trial.<path>: ...`)."""
+    where = space.param_for(issue.path, point) or "space"
+    shown = ", ".join(f"{k}={v!r}" for k, v in point.items())
+    return Issue(join("space", where), f"at point {{{shown}}}: trial.{issue}")
 
 
 def _evals_data(study, points) -> list[Issue]:
@@ -257,35 +264,12 @@ def tokenization(config) -> str:
 def _recall_issue(base, metric: str) -> str | None:
     """Why the recall probe would not measure `metric` for the study's base trial (None: it does,
     or the metric is not the probe's)."""
-    if metric not in RecallConfig.METRICS + RecallConfig.RESERVED:
+    if metric not in metrics_table.recall_names("text", "reserved", "curve"):
         return None
     if problem := base.recall.issue(base.data.kind, base.data.seq_len):
         return problem
-    return base.recall.reserved_issue(base.data, metric) if metric in RecallConfig.RESERVED else None
-
-
-def _reserved_symbols(study, points) -> list[Issue]:
-    """`data.records.symbols: reserved` on a byte-level text that uses too many of the 256 byte
-    values (read from the corpus at load; a BPE text is checked when its trial tokenizes it)."""
-    configs = [c for c in map(study._resolved_config, points) if c is not None]
-    data = [c.data for c in configs if c.data.kind == "text" and c.data.tokenizer == "byte"]
-    texts = {
-        (d.corpus, d.path, d.max_bytes)
-        for d in data
-        if d.records.fraction and d.records.symbols == "reserved"
-    }
-    issues = []
-    for corpus, path, max_bytes in sorted(texts, key=str):
-        try:
-            reserved([np.frombuffer(load_corpus(corpus, path, max_bytes), dtype=np.uint8)], 256)
-        except (CorpusUnavailable, OSError):
-            continue  # the corpus's own check names it
-        except ValueError as err:
-            why = f"{err}; allowed: text, or a corpus that leaves byte values unused"
-            issues.append(
-                Issue("trial.data.records.symbols", f"given 'reserved' for corpus {corpus!r}; {why}")
-            )
-    return issues
+    reserved = metrics_table.recall_names("reserved", "curve")
+    return base.recall.reserved_issue(base.data, metric) if metric in reserved else None
 
 
 def _per_token_across_tokenizers(study, points) -> list[Issue]:

@@ -1,13 +1,13 @@
 """Values the stage that consumes them would refuse, or would take and quietly do nothing with,
 refused at load instead: MLflow's tracking URI and experiment name, Optuna's storage URL and
 sampler seed, Lightning's seed range, Ray's address, and ASHA's metric and mode. Each would
-otherwise surface minutes into a launch (after Ray started and the probe ran), or never."""
+otherwise surface minutes into a launch (after Ray started and the probe ran), or never. What the
+machine decides (an SQLite file's folder, MLflow's file store allowed by the environment) is the
+launch's preflight (sweeps.run.preflight)."""
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 from arch.configtree import Issue
 from trainers import metrics as metrics_table
@@ -37,28 +37,17 @@ def _seeds(study) -> list[Issue]:
     return issues
 
 
-def _sqlite_folder_issue(key: str, url: str) -> list[Issue]:
-    """An SQLite file whose folder does not exist cannot be opened (SQLAlchemy: "unable to open")."""
-    if not url.startswith("sqlite:///") or url == "sqlite:///:memory:":
-        return []
-    folder = Path(url[len("sqlite:///") :]).absolute().parent
-    if folder.is_dir():
-        return []
-    return [Issue(key, f"given {url!r}; the folder {str(folder)!r} does not exist (create it first)")]
+def file_store(uri: str) -> bool:
+    """A plain MLflow file store (a path or file:), which MLflow 3 opens only where the environment
+    allows it (checked at the launch's preflight)."""
+    return uri.startswith("file:") or "://" not in uri and not uri.startswith("databricks")
 
 
 def _mlflow(study) -> list[Issue]:
     uri, issues = study.output.mlflow_uri, []
-    if uri.startswith("file:") or "://" not in uri and not uri.startswith("databricks"):
-        if not os.environ.get("MLFLOW_ALLOW_FILE_STORE"):
-            issues.append(
-                Issue("output.mlflow_uri", f"given {uri!r}; allowed: sqlite:///FILE, http(s)://SERVER or a "
-                      "database URL (MLflow 3 refuses plain file stores unless MLFLOW_ALLOW_FILE_STORE=true)")
-            )  # fmt: skip
-    elif not uri.startswith(MLFLOW_SCHEMES):
+    if not file_store(uri) and not uri.startswith(MLFLOW_SCHEMES):
         shown = ", ".join(s.rstrip(":/+") for s in MLFLOW_SCHEMES)
         issues.append(Issue("output.mlflow_uri", f"given {uri!r}; allowed schemes: {shown}"))
-    issues += _sqlite_folder_issue("output.mlflow_uri", uri)
     if study.output.experiment is not None and not study.output.experiment.strip():
         issues.append(
             Issue("output.experiment", "given an empty name; allowed: a name, or null for the study's")
@@ -75,7 +64,7 @@ def _optuna(study) -> list[Issue]:
             Issue("output.storage", f"given {url!r}; allowed: journal:PATH, or an SQLAlchemy URL "
                   "(sqlite:///FILE, postgresql://..., mysql://...) for Optuna's RDB storage")
         ]  # fmt: skip
-    return _sqlite_folder_issue("output.storage", url)
+    return []
 
 
 def _ray(study) -> list[Issue]:

@@ -11,7 +11,7 @@ What a path can name:
   param   a parameter of the space, by its name
   trial   a path of the trial config, defaults included, in the base trial or in any point the
           study can run (a design's own keys exist only in the points that choose that design)
-  metric  a metric an objective (or the scheduler) can read (trainers.records.OBJECTIVE_METRICS)
+  metric  a metric an objective (or the scheduler) can read (trainers.metrics.objective_names)
 
 Later sections of a study (margins, scaling ladders) check their paths with the same call:
 `study.paths.check(path, "margins.val_loss.metric", kinds=("metric",))`.

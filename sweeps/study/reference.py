@@ -17,14 +17,11 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-import torch
-
-from arch import ModelConfig, build_model
+from arch import ModelConfig
 from arch.configtree import ConfigError, Issue
 from sweeps.study.rungs import RUNG, without_rung
 from sweeps.study.space import point_id, point_name
-from sweeps.study.targets import non_embedding_count
-from trainers.flops import flops_per_token
+from trainers.flops import config_flops_per_token
 
 BASELINE = {"kind": "none"}  # the residual of the baseline design
 
@@ -147,16 +144,15 @@ def multiple_of(study) -> int:
 
 
 def _counts(model: Mapping, seq_len: int) -> tuple[int, float]:
-    """(non-embedding parameters, training FLOPs per token) of a model, built on the meta device
+    """(non-embedding parameters, training FLOPs per token) of a model, from its config's shapes
     (once per shape: every design's search starts from the same reference shapes)."""
-    return _built_counts(json.dumps(dict(model), sort_keys=True), seq_len)
+    return _config_counts(json.dumps(dict(model), sort_keys=True), seq_len)
 
 
 @functools.lru_cache(maxsize=1024)
-def _built_counts(model: str, seq_len: int) -> tuple[int, float]:
-    with torch.device("meta"):
-        net = build_model(json.loads(model))
-    return non_embedding_count(net), flops_per_token(net, seq_len)
+def _config_counts(model: str, seq_len: int) -> tuple[int, float]:
+    cfg = ModelConfig.from_dict(json.loads(model))
+    return cfg.param_count() - cfg.embedding_params(), config_flops_per_token(cfg, seq_len)
 
 
 def _nearest(model: Mapping, seq_len: int, target: float, what: str, multiple: int) -> tuple:

@@ -4,15 +4,13 @@ evals, ray, output), each parsed and checked by arch.configtree."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Literal
 
 from arch.configtree import Issue, choices, join
 from sweeps.study.samplers import SAMPLERS, taking
 from trainers import metrics as metrics_table
-from trainers.records import DEFAULT_TRACKING_URI
+from trainers.mlflow_names import DEFAULT_TRACKING_URI
 
 
 def bounded(default, **bounds):
@@ -121,15 +119,13 @@ class VerdictsConfig:
     spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
 
 
-EVALS_EXTRA = 'pip install -e ".[evals]"'  # the optional extra that brings lm-eval
-
-
 @dataclasses.dataclass(frozen=True)
 class EvalsConfig:
     """lm-evaluation-harness tasks scored on each trial's final weights, in the trial's worker and
     on its device (sweeps.run.worker -> evals.in_trial); every task metric is logged to the child
-    run as `eval/<task>/<metric>` and may be an objective. What needs lm-eval itself (task names,
-    datasets offline, each objective's direction) is checked at launch (sweeps.run.eval_checks)."""
+    run as `eval/<task>/<metric>` and may be an objective. What needs lm-eval itself or the files
+    (lm-eval installed, the task folder, task names, datasets offline, each objective's direction)
+    is checked at launch (sweeps.run.eval_checks)."""
 
     tasks: list[str] = dataclasses.field(default_factory=list)  # lm-eval task names or suites (evals.suites)
     limit: int | None = bounded(None, ge=1)  # documents per task (None: every document)
@@ -147,22 +143,6 @@ class EvalsConfig:
             )
         if len(set(self.tasks)) != len(self.tasks):
             issues.append(Issue(join(path, "tasks"), f"given {self.tasks!r}; each task at most once"))
-        if self.include_path is not None and not Path(self.include_path).is_dir():
-            why = f"no such folder {str(Path(self.include_path).absolute())!r}"
-            issues.append(
-                Issue(
-                    join(path, "include_path"),
-                    f"given {self.include_path!r}; {why}; allowed: a folder of task YAMLs",
-                )
-            )
-        if importlib.util.find_spec("lm_eval") is None:
-            issues.append(
-                Issue(
-                    path,
-                    f"needs lm-eval, which is not installed; allowed: install the extra "
-                    f"({EVALS_EXTRA}) or remove evals:",
-                )
-            )
         return issues
 
 
@@ -173,7 +153,8 @@ class RayConfig:
     num_gpus: int | None = bounded(None, ge=0)  # local Ray only; None: every GPU of this machine
     temp_dir: str | None = None  # Ray's session files (None: Ray's default under /tmp)
     # Reuse trial processes (saves a new worker's start-up and imports, several seconds a trial);
-    # nothing a trial measures depends on a fresh process. A shared study never reuses (ray.py).
+    # nothing a trial measures depends on a fresh process. A shared study never reuses
+    # (sweeps.run.backends.ray.backend).
     reuse_actors: bool = True
 
 
@@ -187,7 +168,7 @@ class OutputConfig:
     dir: str = "results"  # results/<name>/: the Optuna journal, Ray's trial folders, the lock
     data_root: str | None = None  # passed to trainers.fit (corpus caches, token shards)
     checkpoints: bool = (
-        True  # keep each trial's final weights (artifact trainers.records.CHECKPOINT_ARTIFACT)
+        True  # keep each trial's final weights (artifact trainers.mlflow_names.CHECKPOINT_ARTIFACT)
     )
     # MLflow's system metrics (system/*: GPU utilisation and memory, CPU, disk, network, every
     # 10 s) in each trial's run: auto = on for a trial that trains on CUDA, off on CPU (where they

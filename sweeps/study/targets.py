@@ -7,10 +7,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import torch
 import yaml
 
-from arch import build_model
+from arch.config import ModelConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,17 +31,10 @@ PAPER_SCALES = ("small", "medium", "large", "xl")
 
 def non_embedding_params(model: dict) -> int:
     """Parameters of the model under `model:` (preset and overrides) less its vocabulary tables:
-    the token embedding and, when untied, the output head. Built on the meta device: no memory."""
-    with torch.device("meta"):
-        net = build_model(model)
-    return non_embedding_count(net)
-
-
-def non_embedding_count(net) -> int:
-    """A built model's parameters less its vocabulary tables (`non_embedding_params`)."""
-    total = sum(p.numel() for p in net.parameters())
-    tables = net.embed.weight.numel() * (1 if net.cfg.tie_embeddings else 2)
-    return int(total - tables)
+    the token embedding and, when untied, the output head. From the config's shapes
+    (`ModelConfig.param_count`): nothing built."""
+    cfg = ModelConfig.from_dict(model)
+    return cfg.param_count() - cfg.embedding_params()
 
 
 def paper_targets(folder: Path = PAPER) -> list[Target]:

@@ -7,6 +7,7 @@ import torch
 
 from arch import build_model, registered_kinds
 from tests.arch.design_examples import DESIGN_EXAMPLES, HARNESS_MODEL
+from trainers.flops import config_flops_per_token, flops_per_token
 
 IDS = [name for name, _ in DESIGN_EXAMPLES]
 
@@ -85,6 +86,16 @@ def test_parameter_count_matches_the_formula(residual):
     cfg = model.cfg
     moved = 3 * cfg.d_model * (sum(cfg.residual.ffn_widths(cfg)) - cfg.n_layers * cfg.d_ff)
     assert counts["backbone"] == make({"kind": "none"}).param_counts()["total"] + moved
+    assert counts["total"] == cfg.param_count()  # what matched baselines and ladders count, unbuilt
+    assert config_flops_per_token(cfg, 64) == flops_per_token(model, 64)
+
+
+@pytest.mark.parametrize("backbone", [{"tie_embeddings": False}, {"qk_norm": False}, {"n_kv_heads": 4}])
+@pytest.mark.parametrize("residual", [r for _, r in DESIGN_EXAMPLES], ids=IDS)
+def test_the_configs_parameter_count_holds_for_the_backbones_options(residual, backbone):
+    model = make(residual, **backbone)
+    assert model.param_counts()["total"] == model.cfg.param_count()
+    assert config_flops_per_token(model.cfg, 32) == flops_per_token(model, 32)
 
 
 @pytest.mark.parametrize("residual", [r for _, r in DESIGN_EXAMPLES], ids=IDS)

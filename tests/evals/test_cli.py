@@ -13,7 +13,7 @@ pytest.importorskip("lm_eval")
 from evals.cli import main  # noqa: E402
 from tests.evals.toy import ITEMS, NAMES, toy_trial, write_corpus  # noqa: E402
 from trainers.fit import fit  # noqa: E402
-from trainers.records import CHECKPOINT_FOLDER  # noqa: E402
+from trainers.mlflow_names import CHECKPOINT_FOLDER  # noqa: E402
 from trainers.trained import load_trial  # noqa: E402
 
 

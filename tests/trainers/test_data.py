@@ -8,7 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from trainers.config import MQARDataConfig, TextDataConfig, TrialConfig
+from trainers import preflight
+from trainers.config import MQARDataConfig, TextDataConfig
 from trainers.data import corpora
 from trainers.data.corpora import CorpusUnavailable, load_corpus
 from trainers.data.mqar import IGNORE, MQARDataModule, generate
@@ -246,7 +247,7 @@ def _load_issue(out, vocab=None) -> str:
     if vocab:
         tree["model"]["vocab_size"] = vocab
     with pytest.raises(ConfigError) as info:
-        TrialConfig.from_dict(tree, source="trial.yaml")
+        preflight.load(tree, source="trial.yaml")
     return str(info.value)
 
 
@@ -266,7 +267,7 @@ def _load_issue(out, vocab=None) -> str:
 )
 def test_a_damaged_shard_folder_is_refused_at_load_naming_the_file(corpus_dir, tmp_path, defect, expected):
     out = _shard_folder(corpus_dir, tmp_path)
-    TrialConfig.from_dict({"data": {"kind": "tokens", "path": str(out), "seq_len": 32}})  # intact: loads
+    preflight.load({"data": {"kind": "tokens", "path": str(out), "seq_len": 32}})  # intact: loads
     meta = json.loads((out / "meta.json").read_text())
     assert meta["train_shards"][:2] == ["train_000.bin", "train_001.bin"] and meta["dtype"] == "uint16"
     if defect == "truncated":

@@ -11,6 +11,7 @@ import torch
 from arch import build_model
 from arch.configtree import ConfigError
 from tests.arch.design_examples import DESIGN_EXAMPLES, HARNESS_MODEL
+from trainers import preflight
 from trainers.config import TrainConfig, TrialConfig
 from trainers.loss import AUTO_CHUNKED_ABOVE, IGNORE, eval_sums, lm_loss, resolve_loss
 from trainers.optim import build_optimizer
@@ -195,7 +196,7 @@ def test_fused_is_refused_at_load_without_cuda():
     with pytest.raises(
         ConfigError, match=r"trial.yaml: train.loss: given 'fused'; needs CUDA.*auto, plain, chunked"
     ):
-        TrialConfig.from_dict({"train": {"loss": "fused"}}, source="trial.yaml")
+        preflight.load({"train": {"loss": "fused"}}, source="trial.yaml")
 
 
 def test_a_trial_trains_and_validates_the_same_on_the_chunked_recomputed_path(tiny_tree):

@@ -11,6 +11,7 @@ import torch
 
 from arch.configtree import ConfigError
 from trainers import TrialConfig, recall
+from trainers import metrics as metrics_table
 from trainers.config import RecallConfig
 from trainers.data.repeats import PlantedRepeats, plant
 from trainers.fit import fit
@@ -147,11 +148,11 @@ def test_plant_repeats_a_span_of_the_rows_own_tokens():
 
 def test_a_trials_records_hold_the_probes_metrics(tiny_tree):
     metrics = fit(TrialConfig.from_dict(tiny_tree(recall={"windows": 16})))
-    for name in RecallConfig.METRICS:
+    for name in metrics_table.recall_names("text"):
         assert name in metrics and math.isfinite(metrics[name]), name
     assert 0 <= metrics["recall_acc"] <= 1 and metrics["recall_loss"] > 0
     off = fit(TrialConfig.from_dict(tiny_tree(recall={"windows": 0})))
-    assert not any(name in off for name in RecallConfig.METRICS)
+    assert not any(name in off for name in metrics_table.recall_names("text"))
 
 
 def test_lookups_in_reserved_symbols_are_scored_apart(val):
@@ -178,7 +179,7 @@ def test_a_trial_on_reserved_records_logs_the_curve_and_its_emergence(tiny_tree)
     tree = tiny_tree(recall={"windows": 8, "at": "every_eval"})
     tree["data"]["records"] = {"fraction": 0.5, "per_window": 1, "symbols": "reserved"}
     metrics = fit(TrialConfig.from_dict(tree))
-    for name in RecallConfig.RESERVED:
+    for name in metrics_table.recall_names("reserved", "curve"):
         assert name in metrics and math.isfinite(metrics[name]), name
     assert metrics["reserved_recall_tokens"] == tree["train"]["tokens"]  # 20 steps: never emerges
     assert 0 <= metrics["reserved_recall_auc"] <= 1

@@ -14,6 +14,7 @@ from arch.configtree import ConfigError
 from sweeps.study.fingerprint import LATER_DEFAULTS
 from trainers import TrialConfig, recall
 from trainers.config import RecordsConfig, TextDataConfig
+from trainers.data.record_layout import max_per_window
 from trainers.data.records import (
     IGNORE,
     KEY_TOKENS,
@@ -21,7 +22,6 @@ from trainers.data.records import (
     VALUE_TOKENS,
     PlantedRecords,
     alphabet,
-    max_per_window,
     plant_records,
     reserved,
 )

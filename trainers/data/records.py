@@ -29,12 +29,10 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from trainers.data.record_layout import KEY_TOKENS, RECORD, VALUE_TOKENS, planted_count
 from trainers.loss import IGNORE
 
 ALPHABET = 32
-KEY_TOKENS = 3
-VALUE_TOKENS = 3
-RECORD = KEY_TOKENS + VALUE_TOKENS
 STREAM = 0x4EC  # the mix's random stream, apart from the windows' and the repeats' draws
 LOSSES = ("values", "all")
 
@@ -71,17 +69,6 @@ def draw_records(rng: np.random.Generator, symbols: np.ndarray, n: int) -> tuple
     while len({tuple(k) for k in keys}) < n:
         keys = rng.choice(symbols, (n, KEY_TOKENS))
     return keys, rng.choice(symbols, (n, VALUE_TOKENS))
-
-
-def planted_count(fraction: float, rows: int) -> int:
-    """Windows of a batch of `rows` that carry records: fraction x rows, rounded half up."""
-    return int(fraction * rows + 0.5)
-
-
-def max_per_window(seq_len: int) -> int:
-    """Records (each with its query) that fit a window of `seq_len + 1` tokens, with at least a
-    quarter of it left to text."""
-    return (seq_len + 1) * 3 // 4 // (2 * RECORD)
 
 
 def slots(rng: np.random.Generator, width: int, count: int) -> np.ndarray:

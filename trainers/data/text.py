@@ -76,7 +76,7 @@ def reserved_symbols(cfg: TextDataConfig, arrays) -> np.ndarray:
     """`data.records.symbols: reserved`'s ids for this text (ConfigError naming the key when the
     text leaves too few free)."""
     try:
-        return reserved(arrays, cfg.vocab_size("", []))
+        return reserved(arrays, cfg.vocab_size())
     except ValueError as err:
         allowed = "allowed: text, or a corpus and tokenizer that leave ids unused (byte-level ASCII text)"
         raise ConfigError([Issue("data.records.symbols", f"given 'reserved'; {err}; {allowed}")]) from None
@@ -97,7 +97,7 @@ class TextDataModule(WindowDataModule):
         fresh = self.train_set is None
         super().setup(stage)
         if fresh and self.cfg.repeats:
-            vocab = self.cfg.vocab_size("", []) if self.cfg.repeat_tokens == "uniform" else None
+            vocab = self.cfg.vocab_size() if self.cfg.repeat_tokens == "uniform" else None
             self.train_set = PlantedRepeats(self.train_set, self.cfg.repeats, self.seed, vocab)
         records = self.cfg.records
         if fresh and records.fraction:

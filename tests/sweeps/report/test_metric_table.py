@@ -13,9 +13,8 @@ from sweeps.report.fronts import compute
 from sweeps.report.outputs import axis_title, conclusions_text
 from sweeps.study import load_study
 from tests.sweeps.helpers import write_study
-from trainers import metrics
+from trainers import METRICS, metrics
 from trainers.metrics import Metric
-from trainers.records import METRICS, OBJECTIVE_METRICS
 
 BLEU = Metric(
     "bleu", "points", "maximize", "exact", "mean", shown="relative", objective=True, needs_data="mqar"
@@ -24,8 +23,10 @@ BLEU = Metric(
 
 def test_every_record_is_consistent_and_the_old_lists_are_read_from_it():
     assert [p for m in metrics.TABLE.values() for p in m.problems()] == []
-    assert set(OBJECTIVE_METRICS) == {n for n, m in metrics.TABLE.items() if m.objective}
-    assert OBJECTIVE_METRICS[0] == "val_loss"  # the first allowed name in errors
+    recall = metrics.recall_names("text", "reserved", "curve")  # the probe's, read by the study's checks
+    assert recall == tuple(n for n in metrics.TABLE if "recall" in n or n.startswith("copy_"))
+    assert set(metrics.objective_names()) == {n for n, m in metrics.TABLE.items() if m.objective}
+    assert metrics.objective_names()[0] == "val_loss"  # the first allowed name in errors
     assert "mqar_acc" not in METRICS and "mem_ddp_buckets_mb" not in METRICS and "tokens_per_s" not in METRICS
     assert set(metric_values(0.5, 1000.0)) == set(metrics.probe_names())  # the probe makes what it says
     with pytest.raises(ValueError, match="timing rounds, and only they, are summarised by their median"):

@@ -17,7 +17,7 @@ from sweeps.run.tracking import client
 from sweeps.study import load_study
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import artifacts, mlflow_runs, optuna_trials, start, wait_for_complete, write_study
-from trainers.records import METRICS
+from trainers import METRICS
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -142,6 +142,7 @@ def test_extrapolated_runs_are_marked_in_the_study_file(shards):
 
 def test_paper_study_without_shards_is_refused_naming_the_data_path():
     from arch.configtree import ConfigError
+    from sweeps.run import launch
 
     with pytest.raises(ConfigError, match=r"trial\.data\.path: given ''; no meta\.json there"):
-        load_study(PAPER / "small.yaml")
+        launch.load(PAPER / "small.yaml")  # the launch's preflight: parsing reads no files

@@ -218,7 +218,7 @@ def test_evals_without_lm_eval_installed_names_the_extra(tmp_path, monkeypatch):
     text = BASE.replace("kind: mqar, seq_len: 32, vocab: 64, num_kv_pairs: 4", "kind: text, seq_len: 32")
     path = write(tmp_path / "s.yaml", text + "evals: {tasks: [piqa]}\n")
     with pytest.raises(ConfigError) as err:
-        load_study(path)
+        launch.load(path)  # the launch's preflight: parsing asks no installed package
     needs = "s.yaml: evals: needs lm-eval, which is not installed; allowed: install the extra"
     assert f'{needs} (pip install -e ".[evals]")' in str(err.value)
 

@@ -25,7 +25,7 @@ from sweeps.run.tracking import client
 from sweeps.run.worker import report_callback
 from trainers.distributed import COLLECTIVE_TIMEOUT
 from trainers.errors import TrainingDiverged
-from trainers.records import CHECKPOINT_FOLDER, CHECKPOINT_NAME
+from trainers.mlflow_names import CHECKPOINT_FOLDER, CHECKPOINT_NAME
 
 DIVERGED = "sweep_diverged"  # rank 0's return value when the run diverged: {DIVERGED: [step, value]}
 PLACEMENT_GROUP = "ray_train_placement_group"  # in every report: the workers' placement group (hex id)
