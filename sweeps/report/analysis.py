@@ -23,7 +23,8 @@ from sweeps.report.stats import median_interval
 from sweeps.report.verdicts import rule_for
 from sweeps.study import tuning
 from sweeps.study.reference import matched_points, reference_points
-from sweeps.study.study_plan import RunKey, resolve
+from sweeps.study.run_record import RunRecord
+from sweeps.study.study_plan import resolve
 from trainers import metrics as metrics_table
 from trainers.machine import describe
 
@@ -39,7 +40,7 @@ def fronts_for(study, trials, replicates: int = REPLICATES, plan=None) -> dict:
     its micro-batch split included, as the probe timed it); resolved from `study` when not given."""
     plan = plan or resolve(study)
     trials = list(trials)
-    complete = [t for t in trials if t.state == TrialState.COMPLETE and not tuning.is_tune(t)]
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and not RunRecord.of(t).is_tune]
     objectives = [(o.metric, o.direction) for o in study.objectives]
     entries = _probe_entries(study)
     rounds = probe_samples(plan, complete, entries)
@@ -50,8 +51,8 @@ def fronts_for(study, trials, replicates: int = REPLICATES, plan=None) -> dict:
     result = compute(complete, objectives, references, rounds, replicates, robust, rule_for(study), matched)
     result["robust"] = sorted(robust)
     if study.tune is not None:  # each point's tuned value, from its tune runs (none of them above)
-        ended = tuning.choices(study, trials, lambda t: t.state.is_finished() and "status" in t.user_attrs)
-        points = {pid: c.to_dict() for pid, c in ended.items() if c is not None}  # ended: a status recorded
+        ended = tuning.choices(study, trials)
+        points = {pid: c.to_dict() for pid, c in ended.items() if c is not None}  # every tune run done
         result["tuned"] = {"path": study.tune.path, "seeds": study.tune.seeds, "first_seed": study.seed_of(0),
                            "points": points}  # fmt: skip
     result["ladder"] = bool(study.rungs)
@@ -132,10 +133,11 @@ def _loss_at_equal_cost(tracker, result: Mapping, folder, stream) -> list:
 def _tag_children(tracker, trials, result: Mapping) -> None:
     rows = {r["point"]: r for r in result["points"]}
     for t in trials:
-        run_id = t.user_attrs.get("mlflow_run_id")
+        record = RunRecord.of(t)
+        run_id = record.mlflow_run_id
         if not run_id:
             continue
-        row = rows.get(t.user_attrs.get("point")) if t.state == TrialState.COMPLETE else None
+        row = rows.get(record.point) if t.state == TrialState.COMPLETE else None
         tags = {"pareto_rank": str(-1 if row is None else row["rank"])}
         if row is not None:
             tags["p_front"] = f"{row['p_front']:.3f}"
@@ -187,12 +189,12 @@ def probe_samples(plan, trials, entries: dict | None = None) -> dict[str, dict]:
     wanted = [o.metric for o in study.objectives if metrics_table.is_timed(o.metric)]
     out = {}
     for t in trials:
-        pid = t.user_attrs.get("point")
-        if pid in out or not entries:
+        record = RunRecord.of(t)
+        if record.point in out or not entries:
             continue
-        rounds = round_samples(entries, plan.config(RunKey.of(t.params)))
+        rounds = round_samples(entries, plan.config(record.key(t.params)))
         if picked := {m: rounds[m] for m in wanted if rounds.get(m)}:
-            out[pid] = picked
+            out[record.point] = picked
     return out
 
 
@@ -202,6 +204,7 @@ def probe_scales(plan, trials, entries: dict | None = None) -> dict[str, list[fl
     entries = _probe_entries(plan.study) if entries is None else entries
     out = {}
     for t in trials:
-        if entries and (samples := scale_samples(entries, plan.config(RunKey.of(t.params)))):
-            out[t.user_attrs.get("point")] = samples
+        record = RunRecord.of(t)
+        if entries and (samples := scale_samples(entries, plan.config(record.key(t.params)))):
+            out[record.point] = samples
     return out

@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 from sweeps.report import stats
 from sweeps.report.dominance import hypervolume, nondominated_ranks, normalise, to_minimise
 from sweeps.report.verdicts import Rule, judge
+from sweeps.study.run_record import RunRecord
 from trainers import metrics as metrics_table
 
 
@@ -28,13 +29,14 @@ def point_table(trials, metrics: Sequence[str]) -> list[dict]:
     groups: dict[str, list] = {}
     for t in trials:
         if t.state == TrialState.COMPLETE and t.values is not None:
-            groups.setdefault(t.user_attrs.get("point", str(t.params)), []).append(t)
+            groups.setdefault(RunRecord.of(t).point or str(t.params), []).append(t)
     rows = []
     for pid, group in groups.items():
         row = {"point": pid, "params": dict(group[0].params), "seeds": len(group)}
         row["trials"] = [t.number for t in group]
-        row["runs"] = [t.user_attrs.get("mlflow_run_id") for t in group]
-        keys = [t.user_attrs.get("seed", f"run{j}") for j, t in enumerate(group)]  # seeds pair points
+        records = [RunRecord.of(t) for t in group]
+        row["runs"] = [r.mlflow_run_id for r in records]
+        keys = [f"run{j}" if r.seed is None else r.seed for j, r in enumerate(records)]  # seeds pair points
         row["run_seeds"] = keys  # the seed of each of `runs`
         row["samples"] = {
             m: {k: t.values[i] for k, t in zip(keys, group, strict=True)} for i, m in enumerate(metrics)

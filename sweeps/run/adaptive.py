@@ -32,6 +32,7 @@ from sweeps.report.analysis import fronts_for
 from sweeps.report.fronts import is_reference
 from sweeps.report.verdicts import OPEN
 from sweeps.study.reference import reference_points
+from sweeps.study.run_record import RunRecord, is_done
 from trainers.metrics import varies_with_seed
 
 P_FRONT_DECIDED = 0.05
@@ -48,14 +49,14 @@ def seed_counts(plan) -> dict[str, int]:
     return {pid: int(stored.get(pid, seeds.min)) for pid in ids}
 
 
-def extend(plan, trials, is_done) -> dict[str, int]:
+def extend(plan, trials) -> dict[str, int]:
     """Seeds per point after deciding the round that just finished (if one did): call under the
     study's lock. Returns the counts to enqueue up to."""
     counts = seed_counts(plan)
     study = plan.study
     if not study.seeds.adaptive:
         return counts
-    taken = {(t.user_attrs.get("point"), t.user_attrs.get("repeat")) for t in trials if is_done(t)}
+    taken = {(r.point, r.repeat) for t in trials if is_done(t) for r in [RunRecord.of(t)]}
     if any((pid, r) not in taken for pid, n in counts.items() for r in range(n)):
         return counts  # the round is still running: decide on finished rounds only
     more = undecided_points(plan.resolved, [t for t in trials if t.state == TrialState.COMPLETE])

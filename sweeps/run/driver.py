@@ -16,10 +16,11 @@ import time
 
 from sweeps.run import resume
 from sweeps.run.eval_checks import include_path
-from sweeps.run.plan import INTERRUPTED, Plan, RunSpec
+from sweeps.run.plan import Plan, RunSpec
 from sweeps.run.progress import Progress
 from sweeps.run.tracking import Tracker
 from sweeps.run.worker import Outcome, TrialTask
+from sweeps.study.run_record import INTERRUPTED, RunRecord
 from trainers.metrics import TOKENS_PER_S
 
 
@@ -48,7 +49,7 @@ class Driver:
         if previous is not None:
             run_id, checkpoint = previous
             self.tracker.reopen_child(run_id, run.number, checkpoint.name)
-            run.trial.set_user_attr("resumed_from", checkpoint.name)
+            RunRecord.write(run.trial, resumed_from=checkpoint.name)
             self.progress.say(f"trial {run.number} resumes from {checkpoint.name} (MLflow run {run_id})")
         else:
             shown = {**run.point, **run.overrides}  # a confirming run's tuned value is one of its params
@@ -59,7 +60,7 @@ class Driver:
             resume.forget(folder)  # checkpoints without their run: started afresh
             resume.remember(folder, run_id)
         self.folders[run.number] = folder
-        run.trial.set_user_attr("mlflow_run_id", run_id)
+        RunRecord.write(run.trial, mlflow_run_id=run_id)
         self.run_ids[run.number] = run_id
         self.began[run.number] = time.time()
         self.progress.started(run.number, run.point, run.seed)
@@ -89,13 +90,10 @@ class Driver:
             if values is None:
                 missing = [o.metric for o in self.plan.study.objectives if o.metric not in outcome.metrics]
                 status, error = "error", f"objective metrics not reported: {', '.join(missing)}"
-        run.trial.set_user_attr("status", status)
         wall = time.time() - self.began.pop(run.number, time.time())
-        run.trial.set_user_attr("train_s", round(outcome.wall_s, 2))
-        run.trial.set_user_attr("wall_s", round(wall, 2))
+        RunRecord.write(run.trial, status=status, train_s=round(outcome.wall_s, 2), wall_s=round(wall, 2))
         if status not in ("ok", "pruned"):
-            run.trial.set_user_attr("fail_reason", status)
-            run.trial.set_user_attr("error", error[:2000])
+            RunRecord.write(run.trial, fail_reason=status, error=error[:2000])
         run_id = self.run_ids.pop(run.number)
         resume.forget(self.folders.pop(run.number, None))  # ended: nothing to resume
         self.tracker.client.log_metric(run_id, "sweep/wall_s", wall)
@@ -105,7 +103,7 @@ class Driver:
         return values
 
     def interrupt(self, run: RunSpec, reason: str = "launch interrupted") -> None:
-        run.trial.set_user_attr("fail_reason", INTERRUPTED)
+        RunRecord.write(run.trial, fail_reason=INTERRUPTED)
         self.plan.requeue(run)
         self.progress.running.discard(run.number)
         self.folders.pop(run.number, None)  # kept: the next launch resumes from its checkpoints

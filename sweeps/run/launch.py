@@ -46,8 +46,9 @@ from sweeps.run.preflight import preflight
 from sweeps.run.probe import Probe
 from sweeps.run.progress import Progress
 from sweeps.run.tracking import Tracker, open_store, ui_hint, ui_links
-from sweeps.study import Study, load_study, tuning
+from sweeps.study import Study, load_study
 from sweeps.study.load import save_resolved
+from sweeps.study.run_record import RunRecord
 from sweeps.study.study_plan import StudyPlan, resolve
 
 EXIT_CONFIG = 2  # the study file (or the cluster) cannot run it; nothing was created
@@ -161,7 +162,8 @@ def _run(resolved, fit, stream, launch_id, backend, cluster, probe, costs: dict)
         save_resolved(study)
     recovered = plan.recover()
     tracker = Tracker(study.mlflow_uri(), study.experiment_name, study.name, launch_id)
-    open_runs = {t.user_attrs.get("mlflow_run_id") for t in plan.trials() if t.state == TrialState.RUNNING}
+    running = [t for t in plan.trials() if t.state == TrialState.RUNNING]
+    open_runs = {RunRecord.of(t).mlflow_run_id for t in running}
     orphans = tracker.close_orphans(keep=open_runs, parents=not plan.shared)
     done_before = plan.done()
     n = backend.concurrency(study, *(cluster or (None, None)))
@@ -205,7 +207,7 @@ def _run(resolved, fit, stream, launch_id, backend, cluster, probe, costs: dict)
         )
         if status == "FINISHED" and study.rungs:  # the ladder's fits and predictions, after the fronts
             scaling = report_ladder(study, plan.trials(), tracker, stream)
-        verdict_runs = [t for t in plan.trials() if not tuning.is_tune(t)]  # tune runs: other rates
+        verdict_runs = [t for t in plan.trials() if not RunRecord.of(t).is_tune]  # tune runs: other rates
         if hv := log_history(tracker, study, verdict_runs):  # every launch, interrupted ones too
             print(f"hypervolume history (fixed bounds): {len(hv)} trials, last {hv[-1]:.4f}", file=stream)
         costs["report_s"] = time.time() - reporting

@@ -5,9 +5,9 @@ its `point` user attribute; `repeat` r uses seed `trial.seed + r`. The grid is e
 (every point x repeat exactly once); for other samplers, the first run of a sampled point
 enqueues its other repeats, so a point's seeds are always run as one set.
 
-Grid runs are enqueued seed-major (every point with seed 0 first).
-A run counts as done when COMPLETE, PRUNED, or FAIL through its own fault (diverged, oom,
-error). Journal storage (one launch per study at a time, see `launch.lock`): a RUNNING trial
+Grid runs are enqueued seed-major (every point with seed 0 first). Each run's stored
+attributes are its RunRecord, and when it counts as done is `is_done` (sweeps.study.run_record).
+Journal storage (one launch per study at a time, see `launch.lock`): a RUNNING trial
 found at start-up belongs to an earlier launch that died: it is marked FAIL with reason
 `interrupted` and its point and seed are enqueued again, so the total ends exactly at
 n_points x repeats.
@@ -33,10 +33,11 @@ from arch.configtree import ConfigError, Issue
 from sweeps.run import adaptive
 from sweeps.run import storage as storages
 from sweeps.study import Study, samplers, tuning
+from sweeps.study.run_key import RunKey
+from sweeps.study.run_record import INTERRUPTED, RunRecord, is_done
 from sweeps.study.space import point_id
-from sweeps.study.study_plan import RunKey, StudyPlan
+from sweeps.study.study_plan import StudyPlan
 
-INTERRUPTED = "interrupted"
 WAIT = "wait"  # Plan.claim: nothing to claim now, but other launchers' runs may still fail
 
 
@@ -58,7 +59,7 @@ class RunSpec:
     point_id: str
     repeat: int
     seed: int
-    stage: str | None = None  # tuning.TUNE for a tune run (`tune:`); None: a run the verdicts read
+    stage: str | None = None  # TUNE for a tune run (`tune:`); None: a run the verdicts read
     overrides: dict = dataclasses.field(default_factory=dict)  # a confirming run's tuned value
 
     @property
@@ -68,18 +69,6 @@ class RunSpec:
     @property
     def key(self) -> RunKey:
         return RunKey.of(self.point, self.stage, self.overrides)
-
-
-def is_done(t: optuna.trial.FrozenTrial) -> bool:
-    if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
-        return True
-    # the driver records `status` before telling FAIL; a FAIL without it was failed from outside
-    # (its launcher died: heartbeat gone stale) and runs again
-    return (
-        t.state == TrialState.FAIL
-        and "status" in t.user_attrs
-        and t.user_attrs.get("fail_reason") != INTERRUPTED
-    )
 
 
 class Plan:
@@ -157,8 +146,9 @@ class Plan:
         for t in self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             storages.mark_failed(self.storage, t, INTERRUPTED)
             recovered.append(t.number)
-            if self.study.sampler.kind != "grid" and "repeat" in t.user_attrs:
-                attrs = {"repeat": t.user_attrs["repeat"], "point": point_id(t.params)}
+            repeat = RunRecord.of(t).repeat
+            if self.study.sampler.kind != "grid" and repeat is not None:
+                attrs = RunRecord.attrs(repeat=repeat, point=point_id(t.params))
                 self.optuna.enqueue_trial(dict(t.params), user_attrs=attrs)
         if self.study.sampler.kind == "grid":
             self._enqueue_grid()
@@ -196,30 +186,30 @@ class Plan:
     def requeue(self, run: RunSpec) -> None:
         """An interrupted run of a sampled point is run again (the grid re-enqueues at start-up)."""
         if self.study.sampler.kind != "grid":
-            self.optuna.enqueue_trial(run.point, user_attrs={"repeat": run.repeat, "point": run.point_id})
+            self.optuna.enqueue_trial(run.point, user_attrs=RunRecord.queued(run.key, run.repeat))
 
     def _enqueue_grid(self) -> None:
         trials = self.optuna.get_trials(deepcopy=False)
         taken = {
-            (t.user_attrs.get("point"), t.user_attrs.get("repeat"))
+            (r.point, r.repeat)
             for t in trials
             if is_done(t) or t.state in (TrialState.WAITING, TrialState.RUNNING)
+            for r in [RunRecord.of(t)]
         }
-        counts = adaptive.extend(self, trials, is_done)  # adaptive seeds: the next round, once decided
+        counts = adaptive.extend(self, trials)  # adaptive seeds: the next round, once decided
         chosen = self._enqueue_tuning(trials, taken)
         # Seed-major: every point with seed 0, then every point with seed 1, ...: a slow minute
         # of the machine is spread over the designs instead of landing on one point's seeds.
         for r in range(max(counts.values(), default=0)):
             for key in self.resolved.grid:
-                point, pid = key.point, key.point_id
+                pid = key.point_id
                 if r >= counts[pid] or (pid, r) in taken:
                     continue
-                attrs = {"repeat": r, "point": pid}
                 if self.study.tune is not None:  # its confirming runs wait for its tune runs
                     if chosen.get(pid) is None:
                         continue
-                    attrs[tuning.TUNED] = {self.study.tune.path: chosen[pid].value}
-                self.optuna.enqueue_trial(point, user_attrs=attrs)
+                    key = RunKey.of(key.point, overrides={self.study.tune.path: chosen[pid].value})
+                self.optuna.enqueue_trial(key.point, user_attrs=RunRecord.queued(key, r))
 
     def _enqueue_tuning(self, trials, taken) -> dict:
         """`tune:`: enqueues the tune runs not yet taken (seed-major); returns each point's choice
@@ -229,10 +219,8 @@ class Plan:
         for r in range(self.study.tune.seeds):
             for key in self.resolved.tune:
                 if (key.point_id, r) not in taken:
-                    self.optuna.enqueue_trial(
-                        key.point, user_attrs={"repeat": r, "point": key.point_id, tuning.STAGE: tuning.TUNE}
-                    )
-        return tuning.choices(self.study, trials, is_done)
+                    self.optuna.enqueue_trial(key.point, user_attrs=RunRecord.queued(key, r))
+        return tuning.choices(self.study, trials)
 
     def enqueue_next_round(self) -> int:
         """Grid: enqueues what is planned (adaptive: the next round once one is decided); returns
@@ -257,21 +245,19 @@ class Plan:
 
     def prepare(self, trial: optuna.Trial) -> RunSpec:
         """Samples (or reads the enqueued) point of an asked trial and fixes its repeat and seed."""
-        planned = self.resolved.planned(trial.user_attrs.get("point", ""))  # an enqueued grid point
+        record = RunRecord.of(trial)
+        planned = self.resolved.planned(record.point or "")  # an enqueued grid point or tune run
         point = self.space.suggest(trial, planned and planned.point)
-        stage = trial.user_attrs.get(tuning.STAGE)
-        repeat = trial.user_attrs.get("repeat")
-        if repeat is None:
+        key = record.key(point)
+        repeat = record.repeat
+        if repeat is None:  # a sampled point's first run: its other seeds are enqueued with it
             repeat = 0
-            trial.set_user_attr("repeat", 0)
+            RunRecord.write(trial, repeat=0)
             for r in range(1, self.study.repeats):
-                self.optuna.enqueue_trial(point, user_attrs={"repeat": r, "point": point_id(point)})
-        key = RunKey.of(point, stage, trial.user_attrs.get(tuning.TUNED))
+                self.optuna.enqueue_trial(point, user_attrs=RunRecord.queued(key, r))
         seed = self.resolved.seed(key, int(repeat))
-        trial.set_user_attr("point", key.point_id)
-        trial.set_user_attr("seed", seed)
-        trial.set_user_attr("launch", self.launch)
-        return RunSpec(trial, point, key.point_id, int(repeat), seed, stage, key.overrides)
+        RunRecord.write(trial, point=key.point_id, seed=seed, launch=self.launch)
+        return RunSpec(trial, point, key.point_id, int(repeat), seed, key.stage, key.overrides)
 
     def trial_config(self, run: RunSpec):
         """The resolved `TrialConfig` of a run (its point, split, seed and tuned value)."""

@@ -24,6 +24,8 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from sweeps.study.run_record import RunRecord
+
 HEARTBEAT_S = 20  # RDB storages: an open trial's heartbeat; stale (its launcher died) after GRACE_S
 GRACE_S = 90
 
@@ -31,8 +33,9 @@ GRACE_S = 90
 def requeue_stale(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
     """Heartbeat-stale trial callback: the run of a dead launcher is queued again (same point and
     repeat). Grid runs need nothing here: `Plan.claim` enqueues every missing (point, repeat)."""
-    if "repeat" in trial.user_attrs and "point" in trial.user_attrs:
-        attrs = {"repeat": trial.user_attrs["repeat"], "point": trial.user_attrs["point"]}
+    record = RunRecord.of(trial)
+    if record.repeat is not None and record.point is not None:
+        attrs = RunRecord.attrs(repeat=record.repeat, point=record.point)
         study.enqueue_trial(dict(trial.params), user_attrs=attrs)
 
 
@@ -106,7 +109,8 @@ def _trial_id(trial) -> int:
 
 def mark_failed(store, trial, reason: str) -> None:
     """Fails a trial from outside its run (a launcher died while it ran), with the reason."""
-    store.set_trial_user_attr(_trial_id(trial), "fail_reason", reason)
+    for name, value in RunRecord.attrs(fail_reason=reason).items():
+        store.set_trial_user_attr(_trial_id(trial), name, value)
     store.set_trial_state_values(_trial_id(trial), TrialState.FAIL)
 
 

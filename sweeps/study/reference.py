@@ -19,6 +19,7 @@ from typing import Literal
 
 from arch import ModelConfig
 from arch.configtree import ConfigError, Issue
+from sweeps.study.run_record import RunRecord
 from sweeps.study.rungs import RUNG, without_rung
 from sweeps.study.space import point_id, point_name
 from trainers.flops import config_flops_per_token
@@ -53,7 +54,7 @@ def reference_point(study, trials: Iterable) -> str | None:
         if MATCH in params:  # a matched baseline (`reference.match`), compared with its design only
             continue
         if params == study.reference if study.reference is not None else is_baseline(study, params):
-            return t.user_attrs.get("point")
+            return RunRecord.of(t).point
     return None
 
 
@@ -62,7 +63,7 @@ def reference_points(study, trials: Iterable) -> dict[str, str]:
     trials = list(trials)
     if not study.rungs:
         ref = reference_point(study, trials)
-        points = {t.user_attrs.get("point") for t in trials if MATCH not in t.params}
+        points = {RunRecord.of(t).point for t in trials if MATCH not in t.params}
         return {} if ref is None else dict.fromkeys(points, ref) | {ref: ref}
     design = reference_design(study)
     if design is None:
@@ -261,7 +262,7 @@ def matched_points(study, trials: Iterable) -> dict[str, str]:
     if study.reference_match is None:
         return {}
     ref = reference_design(study)
-    present = {t.user_attrs.get("point") for t in trials}
+    present = {RunRecord.of(t).point for t in trials}
     out = {}
     for m in study.matches:
         baseline = point_id(ref if m.label is None else {**ref, MATCH: m.label})

@@ -1,10 +1,10 @@
 """The study resolved once into the runs it will make: `resolve(study) -> StudyPlan`, immutable.
 
-A run is named by a `RunKey(point, stage, overrides)`:
+A run is named by a `RunKey(point, stage, overrides)` (sweeps.study.run_key):
 
 - a grid point (its seeds; adaptive seeds' rounds up to `max`; matched baselines and a ladder's
   rungs are grid points too): RunKey(point);
-- a tune run (`tune:`): the point with one tuned value as a parameter, stage `tune`;
+- a tune run (`tune:`): the point with one tuned value as a parameter, stage TUNE;
 - a confirming run: the point with its tuned value as an override. Which value is known only when
   the point's tune runs end, so every value the tune stage can choose is planned.
 
@@ -24,55 +24,10 @@ import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
 
 from sweeps.study import tuning
 from sweeps.study.definition import Study
-from sweeps.study.space import point_id
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class RunKey:
-    """What a run is, without its seed: its point (the params as proposed, in the space's order),
-    its stage (tuning.TUNE for a tune run; None for a run the verdicts read) and its overrides (a
-    confirming run's tuned value, {key path: value}). Equal keys have the same `id`."""
-
-    params: tuple[tuple[str, Any], ...]
-    stage: str | None = None
-    tuned: tuple[tuple[str, Any], ...] = ()
-
-    @classmethod
-    def of(cls, point: Mapping, stage: str | None = None, overrides: Mapping | None = None) -> RunKey:
-        return cls(tuple(point.items()), stage, tuple(sorted((overrides or {}).items())))
-
-    @property
-    def point(self) -> dict:
-        return dict(self.params)
-
-    @property
-    def overrides(self) -> dict:
-        return dict(self.tuned)
-
-    @property
-    def point_id(self) -> str:
-        """The point's id: what the run's record stores as its point (its seeds share it)."""
-        return point_id(self.point)
-
-    @property
-    def id(self) -> str:
-        """The one canonical id of the run: the point's, its stage, its overrides' id."""
-        stage = f":{self.stage}" if self.stage else ""
-        tuned = f"+{point_id(self.overrides)}" if self.tuned else ""
-        return self.point_id + stage + tuned
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, RunKey) and self.id == other.id
-
-    def __hash__(self) -> int:
-        return hash(self.id)
-
-    def __repr__(self) -> str:
-        return f"RunKey({self.point}, stage={self.stage!r}, overrides={self.overrides})"
+from sweeps.study.run_key import TUNE, RunKey
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,13 +103,13 @@ class StudyPlan:
     def seed(self, key: RunKey, repeat: int) -> int:
         """The seed of the run's `repeat`-th run: a tune run's from trial.seed, the others' after
         the tune stage's (split sample)."""
-        if key.stage == tuning.TUNE:
+        if key.stage == TUNE:
             return self.study.tune_seed_of(repeat)
         return self.study.seed_of(repeat)
 
     def repeats(self, key: RunKey) -> int:
         """How many seeds the run has at most (adaptive seeds: `max`)."""
-        return self.study.tune.seeds if key.stage == tuning.TUNE else self.study.seeds.max
+        return self.study.tune.seeds if key.stage == TUNE else self.study.seeds.max
 
     def with_splits(
         self, splits: Mapping[RunKey, Split], memory: tuple | None, sized: Callable | None = None
@@ -170,6 +125,6 @@ def resolve(study: Study) -> StudyPlan:
     if study.tune is None:
         return StudyPlan(study, grid)
     path, values = study.tune.path, study.tune.range.values()
-    tune = tuple(RunKey.of(point, tuning.TUNE) for _, point in tuning.tune_points(study))
+    tune = tuple(RunKey.of(point, TUNE) for _, point in tuning.tune_points(study))
     confirming = tuple(RunKey.of(k.point, overrides={path: v}) for k in grid for v in values)
     return StudyPlan(study, grid, tune, confirming)

@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from optuna.trial import TrialState
 
 from arch.configtree import Issue
+from sweeps.study.run_record import RunRecord, is_done
 from sweeps.study.space import CategoricalParam, point_id
 from trainers import metrics as metrics_table
-
-STAGE = "stage"  # the user attribute (and MLflow tag sweep.stage) of a tune run
-TUNE = "tune"
-TUNED = "tuned"  # the user attribute of a confirming run: {path: its point's chosen value}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,10 +116,6 @@ def tune_points(study) -> list[tuple[dict, dict]]:
     return [(p, {**p, study.tune.path: v}) for p in study.planned_points() for v in values]
 
 
-def is_tune(trial) -> bool:
-    return trial.user_attrs.get(STAGE) == TUNE
-
-
 def metric_of(study) -> tuple[str, str]:
     """(metric, direction) the tune stage chooses by: `tune.metric`, else the first objective."""
     by_name = {o.metric: o.direction for o in study.objectives}
@@ -180,7 +173,7 @@ def choose(curve: Mapping[float, list[float]], direction: str) -> float:
     return min(means, key=key)
 
 
-def choices(study, trials: Iterable, is_done: Callable) -> dict[str, Choice | None]:
+def choices(study, trials: Iterable) -> dict[str, Choice | None]:
     """{design point id: its Choice, or None while any of its tune runs is not done}."""
     if study.tune is None:
         return {}
@@ -188,8 +181,9 @@ def choices(study, trials: Iterable, is_done: Callable) -> dict[str, Choice | No
     index = [o.metric for o in study.objectives].index(metric)
     runs: dict[str, list] = {}
     for t in trials:
-        if is_tune(t) and is_done(t):
-            runs.setdefault(t.user_attrs.get("point"), []).append(t)
+        record = RunRecord.of(t)
+        if record.is_tune and is_done(t):
+            runs.setdefault(record.point, []).append(t)
     out = {}
     for design, point in tune_points(study):
         out.setdefault(point_id(design), {})[point[study.tune.path]] = runs.get(point_id(point), [])

@@ -19,6 +19,7 @@ import pytest
 
 from sweeps.run.launch import launch
 from sweeps.study import load_study
+from sweeps.study.run_record import RunRecord
 from tests.browser.test_mlflow_ui import SHOTS, browser  # noqa: F401 (the module's chromium fixture)
 from tests.cluster import services
 from tests.sweeps import fake_fit
@@ -96,7 +97,7 @@ def test_chromium_shows_every_trial_the_pareto_front_and_the_parameter(dashboard
         for t in optuna_trials(study):
             assert f"Trial {t.number}" in body
         first = optuna_trials(study)[0]
-        assert first.user_attrs["mlflow_run_id"] in body  # the launcher's records, as it stored them
+        assert RunRecord.of(first).mlflow_run_id in body  # the launcher's records, as it stored them
         assert "model.residual" in body
         page.screenshot(path=str(SHOTS / "optuna_dashboard_trials.png"))
         page.goto(f"{url}/dashboard/studies/0")

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sweeps.study.run_record import RunRecord
 from tests.cluster import services
 
 pytestmark = pytest.mark.cluster
@@ -196,9 +197,9 @@ def test_two_launchers_at_once_share_one_study_without_duplicates(
 
     trials = optuna_trials(postgres, "cluster_two")
     assert Counter(t.state for t in trials) == {TrialState.COMPLETE: 4}, [(t.number, t.state) for t in trials]
-    runs = [(t.user_attrs["point"], t.user_attrs["repeat"]) for t in trials]
+    runs = [(RunRecord.of(t).point, RunRecord.of(t).repeat) for t in trials]
     assert len(set(runs)) == 4, runs
-    by_launch = Counter(t.user_attrs["launch"] for t in trials)
+    by_launch = Counter(RunRecord.of(t).launch for t in trials)
     print(f"runs per launcher: {dict(by_launch)}")
 
     children = mlflow_runs(mlflow_server, "cluster_two", "trial")
@@ -236,7 +237,7 @@ def test_two_worker_trials_span_both_nodes_and_asha_prunes_them(
     # lr 1e-5 is far behind 0.01 at the first rung; lr 1e30 diverges at step 2 (grad_clip or not)
     assert states == {TrialState.COMPLETE: 1, TrialState.PRUNED: 1, TrialState.FAIL: 1}, states
     (failed,) = [t for t in trials if t.state == TrialState.FAIL]
-    assert failed.user_attrs["fail_reason"] == "diverged" and failed.params["train.lr"] == 1.0e30
+    assert RunRecord.of(failed).fail_reason == "diverged" and failed.params["train.lr"] == 1.0e30
     children = mlflow_runs(mlflow_server, "cluster_ddp", "trial")
     assert len(children) == 3 and all(c.data.tags["sweep.workers"] == "2" for c in children)
     both = {n["id"] for n in ray_cluster.nodes()}

@@ -13,6 +13,7 @@ pytest.importorskip("lm_eval")
 from arch.configtree import ConfigError  # noqa: E402
 from evals.cli import main as evals_main  # noqa: E402
 from sweeps.run import launch as launcher  # noqa: E402
+from sweeps.study.run_record import RunRecord
 from tests.evals.toy import toy_trial, write_corpus  # noqa: E402
 from tests.sweeps.fake_fit import PROBE  # noqa: E402
 from tests.sweeps.helpers import mlflow_runs, optuna_trials, write_study  # noqa: E402
@@ -44,7 +45,7 @@ def check_launch(study, out: str, tasks=None):
     runs = {r.info.run_id: r for r in mlflow_runs(study, "trial")}
     scores = []
     for t in trials:
-        run = runs[t.user_attrs["mlflow_run_id"]]
+        run = runs[RunRecord.of(t).mlflow_run_id]
         acc = run.data.metrics[ACC]  # logged by the harness in the worker
         assert acc == t.values[1] == run.data.metrics[f"final/{ACC}"]
         assert f"{ACC}_stderr" in run.data.metrics and run.data.metrics["final/evals_s"] > 0
@@ -63,7 +64,7 @@ def test_a_local_study_scores_every_run_and_judges_the_eval_metric(tmp_path, tas
     study = plan.study
     trials, runs = check_launch(study, capsys.readouterr().out)
     # the score is the final weights': `python -m evals` on the run's kept checkpoint agrees
-    run_id = trials[1].user_attrs["mlflow_run_id"]
+    run_id = RunRecord.of(trials[1]).mlflow_run_id
     out = tmp_path / "again.json"
     argv = [run_id, "--tasks", "toy_choice", "--include-path", str(tasks), "--json", str(out)]
     assert evals_main([*argv, "--tracking-uri", study.mlflow_uri()]) == 0

@@ -24,6 +24,7 @@ from sweeps.report.scaling.predict import backtest_line, summary_lines
 from sweeps.report.scaling.table import Ladder
 from sweeps.study.ladder import LadderError, targets
 from sweeps.study.reference import reference_design as design_params
+from sweeps.study.run_record import RunRecord
 from sweeps.study.rungs import without_rung
 from sweeps.study.space import point_name
 
@@ -50,7 +51,8 @@ def ladder_of(study, trials):
         rows["params"].append(rung["params"])
         rows["tokens"].append(study.trial_config(point).train.tokens)
         rows["loss"].append(t.values[index])
-        rows["seed"].append(str(t.user_attrs.get("seed", t.number)))
+        seed = RunRecord.of(t).seed
+        rows["seed"].append(str(t.number if seed is None else seed))
     if not rows["loss"]:
         return None
     return Ladder(**rows, source=f"study {study.name}")

@@ -7,8 +7,8 @@ import threading
 
 from arch.configtree import Issue
 from sweeps.run.backends.base import Backend
-from sweeps.run.plan import INTERRUPTED
 from sweeps.run.worker import execute
+from sweeps.study.run_record import INTERRUPTED, RunRecord
 
 
 class StopFlag:
@@ -69,7 +69,7 @@ class LocalBackend(Backend):
                 outcome = execute(driver.begin(run), fit=fit)
             except BaseException:
                 if run is None:
-                    trial.set_user_attr("fail_reason", INTERRUPTED)
+                    RunRecord.write(trial, fail_reason=INTERRUPTED)
                 else:
                     driver.interrupt(run)
                 raise

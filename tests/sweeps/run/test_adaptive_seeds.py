@@ -13,6 +13,7 @@ from optuna.trial import TrialState
 
 from sweeps.run import adaptive, launch
 from sweeps.study import load_study
+from sweeps.study.run_record import RunRecord
 from sweeps.study.space import point_id
 from sweeps.study.study_plan import resolve
 from tests.sweeps import fake_fit
@@ -37,7 +38,7 @@ def seeds_per_design(study) -> dict[str, list[int]]:
     out = {}
     for t in optuna_trials(study):
         if t.state == TrialState.COMPLETE:
-            out.setdefault(names[t.user_attrs["point"]], []).append(t.user_attrs["seed"])
+            out.setdefault(names[RunRecord.of(t).point], []).append(RunRecord.of(t).seed)
     return {n: sorted(s) for n, s in out.items()}
 
 

@@ -11,6 +11,7 @@ from optuna.trial import TrialState
 
 from sweeps.run.launch import launch
 from sweeps.study import load_study
+from sweeps.study.run_record import RunRecord
 from tests.sweeps.helpers import TRIAL, mlflow_runs, optuna_trials, write_study
 
 
@@ -99,7 +100,7 @@ def test_a_diverging_two_worker_trial_on_ray_fails_as_diverged(tmp_path, shared_
     study = two_worker_study(tmp_path, [1.0e30])
     assert launch(study) == 4  # nothing completed
     (failed,) = optuna_trials(study)
-    assert failed.state == TrialState.FAIL and failed.user_attrs["fail_reason"] == "diverged"
+    assert failed.state == TrialState.FAIL and RunRecord.of(failed).fail_reason == "diverged"
     (run,) = mlflow_runs(study, "trial")
     assert run.info.status == "FAILED" and run.data.tags["sweep.workers"] == "2"
 
@@ -112,7 +113,7 @@ def test_two_worker_trials_on_ray_record_like_single_ones_and_a_diverging_one_fa
     states = Counter(t.state for t in optuna_trials(study))
     assert states == {TrialState.COMPLETE: 1, TrialState.FAIL: 1}
     failed = [t for t in optuna_trials(study) if t.state == TrialState.FAIL]
-    assert failed[0].user_attrs["fail_reason"] == "diverged" and failed[0].params["train.lr"] == 1.0e30
+    assert RunRecord.of(failed[0]).fail_reason == "diverged" and failed[0].params["train.lr"] == 1.0e30
     runs = mlflow_runs(study, "trial")
     assert sorted(r.info.status for r in runs) == ["FAILED", "FINISHED"]
     assert all(r.data.tags["sweep.workers"] == "2" for r in runs)

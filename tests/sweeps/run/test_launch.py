@@ -1,5 +1,6 @@
 """Launches end to end (stand-in fit): MLflow records, failing trials, resume after kills, Ray."""
 
+import io
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from optuna.trial import TrialState
 from sweeps.run.launch import launch
 from sweeps.run.tracking import client
 from sweeps.study import load_study
+from sweeps.study.run_record import RunRecord, is_done
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import artifacts, mlflow_runs, optuna_trials, start, wait_for_complete, write_study
 from trainers import METRICS
@@ -51,25 +53,49 @@ def records(study):
     ]
 
 
-def test_local_launch_records_every_run_and_survives_a_diverging_trial(tmp_path, capsys):
-    study = load_study(diverging_study(tmp_path))
-    assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
-    out = capsys.readouterr().out
-    assert "6/6 done (4 ok, 2 failed, 0 pruned)" in out and "hypervolume" in out
+@pytest.fixture(scope="module")
+def diverged(tmp_path_factory):
+    """One local launch of `diverging_study` (6 runs, 2 diverge), read by the tests below."""
+    folder = tmp_path_factory.mktemp("diverged")
+    study = load_study(diverging_study(folder))
+    assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE, stream=io.StringIO()) == 0
+    return folder, study
 
-    trials = optuna_trials(study)
-    assert Counter(t.state for t in trials) == {TrialState.COMPLETE: 4, TrialState.FAIL: 2}
-    assert all(t.user_attrs["fail_reason"] == "diverged" for t in trials if t.state == TrialState.FAIL)
 
+def test_every_run_is_recorded_and_a_diverging_one_fails_with_why(diverged):
+    _, study = diverged
+    records = [(t, RunRecord.of(t)) for t in optuna_trials(study)]
+    assert Counter((t.state, r.status) for t, r in records) == {
+        (TrialState.COMPLETE, "ok"): 4,
+        (TrialState.FAIL, "diverged"): 2,
+    }
+    assert all(r.fail_reason == "diverged" for t, r in records if t.state == TrialState.FAIL)
+    assert all(is_done(t) for t, _ in records)  # a run that failed through its own fault is done
+    points = {r.point for _, r in records}
+    assert len(points) == 3 and {(r.point, r.seed) for _, r in records} == {
+        (p, s) for p in points for s in (0, 1)
+    }
+    children = {c.info.run_id: c for c in mlflow_runs(study, "trial")}
+    assert {r.mlflow_run_id for _, r in records} == set(children)
+    for t, r in records:
+        child = children[r.mlflow_run_id]
+        assert child.data.tags["sweep.status"] == r.status and child.data.tags["sweep.seed"] == str(r.seed)
+        failed = t.state == TrialState.FAIL
+        assert child.info.status == ("FAILED" if failed else "FINISHED")
+        assert not failed or "diverged" in child.data.tags["sweep.error"]
+        assert (child.data.tags["pareto_rank"] == "-1") == failed
+
+
+def test_the_parent_run_holds_the_studys_files_costs_and_front(diverged):
+    folder, study = diverged
     (parent,) = mlflow_runs(study, "parent")
     assert parent.info.status == "FINISHED" and parent.data.tags["git_commit"]
+    assert (
+        parent.data.metrics["points"] == 2 and "hypervolume" in parent.data.metrics
+    )  # lr 5: no run completed
     experiment = client(study.mlflow_uri()).get_experiment_by_name(study.experiment_name)
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # not the GenAI view
-    assert experiment.artifact_location == (tmp_path / "mlruns" / study.name).as_uri()  # beside the DB
-    runs_view = f"/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
-    assert f"MLflow runs:       http://127.0.0.1:5000{runs_view}" in out
-    assert f"/runs/{parent.info.run_id}?workflowType=machine_learning" in out
-    assert f"make mlflow-ui MLFLOW_URI=sqlite:///{tmp_path / 'mlflow.db'}" in out
+    assert experiment.artifact_location == (folder / "mlruns" / study.name).as_uri()  # beside the DB
     assert parent.data.params["n_runs"] == "6" and "version.torch" in parent.data.tags
     costs = {k: v for k, v in parent.data.metrics.items() if k.startswith("launch_")}
     assert set(costs) == {"launch_start_s", "launch_connect_s", "launch_report_s"}
@@ -78,8 +104,11 @@ def test_local_launch_records_every_run_and_survives_a_diverging_trial(tmp_path,
     assert "study.yaml" in files and "pareto/pareto.csv" in files and "pareto/pareto.html" in files
     assert "pareto/front_val_loss_vs_tokens_per_s.png" in files
     assert "pareto/loss_vs_cost.png" in files and "pareto/equal_time.json" in files
-    assert "val_loss at equal time" in out
 
+
+def test_each_child_run_names_its_point_seed_and_design(diverged):
+    _, study = diverged
+    (parent,) = mlflow_runs(study, "parent")
     children = mlflow_runs(study, "trial")
     assert len(children) == 6
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
@@ -87,10 +116,6 @@ def test_local_launch_records_every_run_and_survives_a_diverging_trial(tmp_path,
     assert sorted(c.data.tags["mlflow.runName"] for c in children) == [
         f"{name}/s{seed}" for name in names for seed in (0, 1)
     ]
-    failed = [c for c in children if c.info.status == "FAILED"]
-    assert len(failed) == 2 and all(c.data.tags["sweep.status"] == "diverged" for c in failed)
-    assert all("diverged" in c.data.tags["sweep.error"] for c in failed)
-    assert all(c.data.tags["pareto_rank"] == "-1" for c in failed)
     ok = [c for c in children if c.info.status == "FINISHED"]
     assert {c.data.tags["kind"] for c in ok} == {"none", "value_residual"}
     sat = next(c for c in ok if c.data.tags["kind"] == "value_residual")
@@ -133,10 +158,10 @@ def test_resume_after_ctrl_c_and_after_kill_9_ends_exactly_at_the_total(tmp_path
     trials = optuna_trials(study)
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     assert len(complete) == 4
-    assert sorted((t.user_attrs["point"], t.user_attrs["seed"]) for t in complete) == sorted(
-        {(t.user_attrs["point"], t.user_attrs["seed"]) for t in complete}
+    assert sorted((RunRecord.of(t).point, RunRecord.of(t).seed) for t in complete) == sorted(
+        {(RunRecord.of(t).point, RunRecord.of(t).seed) for t in complete}
     )  # every point x seed exactly once
-    assert all(t.user_attrs["fail_reason"] == "interrupted" for t in trials if t.state == TrialState.FAIL)
+    assert all(RunRecord.of(t).fail_reason == "interrupted" for t in trials if t.state == TrialState.FAIL)
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
 
     runs = mlflow_runs(study, "trial") + mlflow_runs(study, "parent")
@@ -226,7 +251,7 @@ def test_ray_launch_resumes_after_ctrl_c(tmp_path, shared_ray):
     assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
     trials = optuna_trials(study)
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
-    assert len(complete) == 2 and len({(t.user_attrs["point"], t.user_attrs["seed"]) for t in complete}) == 2
+    assert len(complete) == 2 and len({(RunRecord.of(t).point, RunRecord.of(t).seed) for t in complete}) == 2
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
     runs = mlflow_runs(study, "trial") + mlflow_runs(study, "parent")
     assert not [r for r in runs if r.info.status == "RUNNING"]
@@ -306,7 +331,7 @@ def test_a_hung_trial_is_stopped_at_its_limit_and_the_study_goes_on(tmp_path, ba
     assert Counter(t.state for t in trials) == {TrialState.COMPLETE: 2, TrialState.FAIL: 1}
     (hung,) = [t for t in trials if t.state == TrialState.FAIL]
     assert (
-        hung.user_attrs["fail_reason"] == "timeout" and "wall-clock limit of 3 s" in hung.user_attrs["error"]
+        RunRecord.of(hung).fail_reason == "timeout" and "wall-clock limit of 3 s" in RunRecord.of(hung).error
     )
     (run,) = [r for r in mlflow_runs(study, "trial") if r.info.status == "FAILED"]
     assert run.data.tags["sweep.status"] == "timeout" and run.data.tags["pareto_rank"] == "-1"
@@ -343,7 +368,7 @@ def test_three_kill_9_at_random_moments_end_exactly_at_the_total_and_leave_no_ra
     trials = optuna_trials(study)
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     assert len(complete) == 6
-    assert len({(t.user_attrs["point"], t.user_attrs["seed"]) for t in complete}) == 6  # no duplicate
+    assert len({(RunRecord.of(t).point, RunRecord.of(t).seed) for t in complete}) == 6  # no duplicate
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
     runs = mlflow_runs(study, "trial") + mlflow_runs(study, "parent")
     assert not [r for r in runs if r.info.status == "RUNNING"]

@@ -11,6 +11,7 @@ from sweeps.run.launch import launch
 from sweeps.run.probe import Probe
 from sweeps.study import load_study
 from sweeps.study.architecture import arch_key, architecture
+from sweeps.study.run_record import RunRecord
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import TRIAL, mlflow_runs, optuna_trials, write_study
 from trainers.machine import describe
@@ -107,7 +108,7 @@ def test_grid_runs_seed_major(tmp_path):
     study = load_study(write_study(tmp_path, repeats=2))
     assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
     trials = sorted(optuna_trials(study), key=lambda t: t.number)
-    assert [t.user_attrs["repeat"] for t in trials] == [0, 0, 1, 1]  # point-major would be 0, 1, 0, 1
+    assert [RunRecord.of(t).repeat for t in trials] == [0, 0, 1, 1]  # point-major would be 0, 1, 0, 1
 
 
 def test_reused_ray_worker_trains_bit_identically_to_a_fresh_one(tmp_path, shared_ray):

@@ -14,6 +14,7 @@ from optuna.trial import TrialState
 from sweeps.run.launch import launch
 from sweeps.run.tracking import client
 from sweeps.study import load_study
+from sweeps.study.run_record import RunRecord
 from tests.sweeps.fake_fit import PROBE
 from tests.sweeps.helpers import TRIAL, mlflow_runs, optuna_trials, write_study
 from trainers.checkpoint_files import checkpoints, defect
@@ -85,11 +86,11 @@ def _assert_resumed_as_uninterrupted(study, first_run):
     assert "sweep.error" not in run.data.tags
     trials = optuna_trials(study)
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]
-    assert trials[1].user_attrs["resumed_from"] == run.data.tags["sweep.resumed_from"]
+    assert RunRecord.of(trials[1]).resumed_from == run.data.tags["sweep.resumed_from"]
     root = study.results_dir() / "checkpoints"
     assert not root.exists() or not list(root.iterdir())  # the ended run's checkpoints are removed
 
-    config = study.trial_config(dict(trials[1].params), trials[1].user_attrs["seed"])
+    config = study.trial_config(dict(trials[1].params), RunRecord.of(trials[1]).seed)
     plain = {**config.to_dict()}
     plain["train"] = {**plain["train"], "checkpoint_every": None}
     uninterrupted = fit(plain)

@@ -10,6 +10,7 @@ from optuna.trial import TrialState
 from sweeps.run import storage as storage_module
 from sweeps.run.plan import WAIT, Plan
 from sweeps.study import study_from_dict
+from sweeps.study.run_record import RunRecord
 from sweeps.study.study_plan import resolve
 from tests.sweeps.helpers import TRIAL
 
@@ -49,7 +50,7 @@ def test_two_launchers_claim_every_run_once_and_stop_at_the_total(tmp_path, samp
     assert a.claim() is None and b.claim() is None
     trials = a.trials()
     assert Counter(t.state for t in trials) == {TrialState.COMPLETE: 4}
-    assert len({(t.user_attrs["point"], t.user_attrs["repeat"]) for t in trials}) == 4
+    assert len({(RunRecord.of(t).point, RunRecord.of(t).repeat) for t in trials}) == 4
     assert a.done() == 4 and a.remaining() == 0
 
 

@@ -13,6 +13,7 @@ from sweeps.run.dry_run import plan_text
 from sweeps.run.launch import launch
 from sweeps.study import load_study
 from sweeps.study.reference import MATCH, TOLERANCE
+from sweeps.study.run_record import RunRecord
 from sweeps.study.space import point_id
 from sweeps.study.targets import non_embedding_params
 from tests.arch.design_examples import DESIGN_EXAMPLES
@@ -182,7 +183,7 @@ def test_a_matched_study_runs_end_to_end_and_compares_each_design_with_its_own_b
     assert len(trials) == 4 * 2 and all(t.state == TrialState.COMPLETE for t in trials)
     (label,) = {m.label for m in study.matches} - {None}  # MUDDFormer's; SATFormer's is the plain one
     widened = [t for t in trials if t.params == {"model.residual": "baseline", MATCH: label}]
-    assert len(widened) == 2 and {t.user_attrs["seed"] for t in widened} == {0, 1}
+    assert len(widened) == 2 and {RunRecord.of(t).seed for t in widened} == {0, 1}
     lines = out.splitlines()
     mudd = next(i for i, line in enumerate(lines) if line.strip().startswith("mudd:"))
     assert "val_loss -0.2000" in lines[mudd]  # against the plain baseline

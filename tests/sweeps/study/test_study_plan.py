@@ -6,8 +6,8 @@ import dataclasses
 import pytest
 
 from sweeps.study import study_from_dict
-from sweeps.study.study_plan import RunKey, Split, resolve
-from sweeps.study.tuning import TUNE
+from sweeps.study.run_key import TUNE, RunKey
+from sweeps.study.study_plan import Split, resolve
 from tests.sweeps.helpers import TRIAL
 
 DESIGNS = {"model.residual": {"choices": {"baseline": {"kind": "none"}, "sat": {"kind": "value_residual"}}}}

@@ -1,5 +1,6 @@
 """`tune:`: every design at its own best learning rate, confirmed on fresh seeds (sweeps.study.tuning)."""
 
+import io
 import math
 import tempfile
 from pathlib import Path
@@ -9,11 +10,13 @@ import yaml
 from optuna.trial import TrialState
 
 from arch.configtree import ConfigError
+from sweeps.report.analysis import fronts_for
 from sweeps.report.calibrate import simulate_tuned
 from sweeps.run.dry_run import plan_text
 from sweeps.run.launch import launch
 from sweeps.study import load_study
-from sweeps.study.tuning import STAGE, TUNE, TUNED, choose
+from sweeps.study.run_record import RunRecord, is_done
+from sweeps.study.tuning import choose
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import mlflow_runs, optuna_trials, write_study
 
@@ -40,30 +43,31 @@ def test_tuned_values_are_the_log_grid():
     assert study.n_tune_runs() == 2 * 5 * 2 and study.n_runs() == 2 * 2
 
 
-def test_each_design_is_compared_at_its_own_best_rate_on_fresh_seeds(tmp_path, capsys):
+def test_each_design_is_compared_at_its_own_best_rate_on_fresh_seeds(tmp_path):
     study = load_study_text(tmp_path, tune=TUNE_LR)
-    assert launch(study, fit=curved_fit, probe=fake_fit.PROBE) == 0
-    out = capsys.readouterr().out
+    assert launch(study, fit=curved_fit, probe=fake_fit.PROBE, stream=io.StringIO()) == 0
     trials = optuna_trials(study)
-    tune = [t for t in trials if t.user_attrs.get(STAGE) == TUNE]
-    confirm = [t for t in trials if t.user_attrs.get(STAGE) != TUNE]
+    records = [(t, RunRecord.of(t)) for t in trials]
+    tune = [(t, r) for t, r in records if r.is_tune]
+    confirm = [(t, r) for t, r in records if not r.is_tune]
     assert len(tune) == 20 and len(confirm) == 4
     # lr 1 diverges (a failed tune run is the worst value), the others complete
-    assert {t.params["train.lr"] for t in tune if t.state == TrialState.FAIL} == {1.0}
-    chosen = {t.params["model.residual"]: t.user_attrs[TUNED]["train.lr"] for t in confirm}
+    failed = {(t.params["train.lr"], r.fail_reason) for t, r in tune if t.state == TrialState.FAIL}
+    assert failed == {(1.0, "diverged")}
+    chosen = {t.params["model.residual"]: r.tuned["train.lr"] for t, r in confirm}
     assert chosen == {"baseline": 1e-2, "sat": 1e-3}
-    assert {t.user_attrs["seed"] for t in tune} == {0, 1} and {t.user_attrs["seed"] for t in confirm} == {
-        2,
-        3,
-    }
-    # the fronts read the confirming runs only: two seeds a point, at the chosen rates
-    table = out[out.index("rank  p_front") :]
-    baseline = next(line for line in table.splitlines() if line.split()[2:3] == ["baseline"])
-    assert baseline.split()[3:5] == ["2", "0.01"]
-    assert "tuned train.lr (tune stage: each point's best mean over seeds 0..1" in out
-    assert "fresh seeds from 2, split sample" in out
-    sat = next(line for line in out.splitlines() if line.strip().startswith("sat: train.lr 0.001"))
-    assert "neighbours worse by +1, +1 val_loss" in sat and "warning" not in sat
+    assert {r.seed for _, r in tune} == {0, 1} and {r.seed for _, r in confirm} == {2, 3}
+    # the fronts read the confirming runs only (two seeds a point), at the value each ran at
+    result = fronts_for(study, trials)
+    rows = {r["params"]["model.residual"]: r for r in result["points"]}
+    confirming = {t.number for t, _ in confirm}
+    assert {name: row["seeds"] for name, row in rows.items()} == {"baseline": 2, "sat": 2}
+    assert {n for row in rows.values() for n in row["trials"]} == confirming
+    tuned = result["tuned"]["points"]
+    assert {name: tuned[row["point"]]["value"] for name, row in rows.items()} == chosen
+    sat = tuned[rows["sat"]["point"]]
+    assert sat["rises"] == pytest.approx([1.0, 1.0]) and not sat["edge"]  # its neighbours, one decade off
+    assert result["tuned"]["first_seed"] == 2
     # MLflow: both stages under the parent, the tune runs tagged as such, the rate a param
     children = mlflow_runs(study, "trial")
     stages = sorted(r.data.tags["sweep.stage"] for r in children)
@@ -78,13 +82,15 @@ def test_each_design_is_compared_at_its_own_best_rate_on_fresh_seeds(tmp_path, c
     assert parent.data.params["n_tune_runs"] == "20" and parent.data.params["n_runs"] == "4"
 
 
-def test_a_best_rate_at_the_edge_of_the_range_is_warned_about(tmp_path, capsys):
+def test_a_best_rate_at_the_edge_of_the_range_is_marked(tmp_path):
     tune = {"train.lr": {"low": 1.0e-3, "high": 1.0e-2, "points": 2, "log": True}, "seeds": 1}
     space = {"model.residual": {"choices": {"baseline": {"kind": "none"}}}}
     study = load_study_text(tmp_path, tune=tune, space=space, repeats=1)
-    assert launch(study, fit=curved_fit, probe=fake_fit.PROBE) == 0
-    line = next(line for line in capsys.readouterr().out.splitlines() if "baseline: train.lr" in line)
-    assert "train.lr 0.01" in line and "warning: best at the edge of the range" in line
+    assert launch(study, fit=curved_fit, probe=fake_fit.PROBE, stream=io.StringIO()) == 0
+    (choice,) = fronts_for(study, optuna_trials(study))["tuned"]["points"].values()
+    assert (
+        choice["value"] == 1e-2 and choice["edge"]
+    )  # printed as a warning (tests/sweeps/report/test_printed)
 
 
 def test_a_launch_interrupted_in_the_tune_stage_resumes_to_the_same_choice(tmp_path, capsys):
@@ -99,13 +105,13 @@ def test_a_launch_interrupted_in_the_tune_stage_resumes_to_the_same_choice(tmp_p
 
     assert launch(study, fit=stop_after_five, probe=fake_fit.PROBE) == 130
     assert launch(study, fit=curved_fit, probe=fake_fit.PROBE) == 0
-    trials = [t for t in optuna_trials(study) if t.state != TrialState.FAIL or t.user_attrs.get("status")]
-    confirm = [t for t in trials if t.user_attrs.get(STAGE) != TUNE]
-    assert {t.params["model.residual"]: t.user_attrs[TUNED]["train.lr"] for t in confirm} == {
+    done = [(t, RunRecord.of(t)) for t in optuna_trials(study) if is_done(t)]
+    confirm = [(t, r) for t, r in done if not r.is_tune]
+    assert {t.params["model.residual"]: r.tuned["train.lr"] for t, r in confirm} == {
         "baseline": 1e-2,
         "sat": 1e-3,
     }
-    assert len([t for t in trials if t.user_attrs.get(STAGE) == TUNE]) == 20 and len(confirm) == 4
+    assert len([r for _, r in done if r.is_tune]) == 20 and len(confirm) == 4
 
 
 def test_the_dry_run_and_the_resolved_study_show_the_stage(tmp_path):
@@ -196,12 +202,12 @@ def test_the_ray_backend_runs_both_stages(tmp_path, shared_ray):
     assert launch(study, fit=curved_fit, probe=fake_fit.PROBE) == 0
     trials = optuna_trials(study)
     assert len(trials) == 4 + 2 and all(t.state == TrialState.COMPLETE for t in trials)
-    confirm = [t for t in trials if t.user_attrs.get(STAGE) != TUNE]
-    assert {t.params["model.residual"]: t.user_attrs[TUNED]["train.lr"] for t in confirm} == {
+    confirm = [t for t in trials if not RunRecord.of(t).is_tune]
+    assert {t.params["model.residual"]: RunRecord.of(t).tuned["train.lr"] for t in confirm} == {
         "baseline": 1e-2,
         "sat": 1e-3,
     }
     for run in confirm:  # each confirming run started after its own point's tune runs ended
         design = run.params["model.residual"]
-        own = [t for t in trials if t.user_attrs.get(STAGE) == TUNE and t.params["model.residual"] == design]
+        own = [t for t in trials if RunRecord.of(t).is_tune and t.params["model.residual"] == design]
         assert run.datetime_start >= max(t.datetime_complete for t in own)

@@ -19,6 +19,7 @@ from arch.configtree import ConfigError
 from sweeps.run import launch as launcher
 from sweeps.run.launch import launch
 from sweeps.study import load_study
+from sweeps.study.run_record import RunRecord
 from sweeps.study.targets import non_embedding_params
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import artifacts, mlflow_runs, optuna_trials, write_study
@@ -198,7 +199,7 @@ def test_kill_9_and_resume_of_a_ladder_end_exactly_at_the_total(tmp_path):
     assert launch(load_study(path), fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
     complete = [t for t in optuna_trials(study) if t.state == TrialState.COMPLETE]
     assert len(complete) == 12
-    assert len({(t.user_attrs["point"], t.user_attrs["seed"]) for t in complete}) == 12
+    assert len({(RunRecord.of(t).point, RunRecord.of(t).seed) for t in complete}) == 12
 
 
 def test_the_paper_ladder_resolves(tmp_path):
@@ -239,7 +240,7 @@ def test_adaptive_seeds_decide_rung_by_rung(tmp_path, capsys):
     seeds = {}
     for t in optuna_trials(study):
         assert t.state == TrialState.COMPLETE
-        seeds.setdefault((t.params["rung"], t.params["model.residual"]), []).append(t.user_attrs["seed"])
+        seeds.setdefault((t.params["rung"], t.params["model.residual"]), []).append(RunRecord.of(t).seed)
     small, large = (r["label"] for r in study.rungs)
     assert {k: sorted(v) for k, v in seeds.items()} == {
         (small, "baseline"): [0, 1, 2, 3], (small, "sat"): [0, 1, 2, 3],
