@@ -10,6 +10,7 @@ Written by `python -m trainers.prepare`.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from trainers.config import TokenDataConfig
 from trainers.data.registry import register_data
-from trainers.data.tokenizer import BPETokenizer, ByteTokenizer
+from trainers.data.tokenizer import TOKENIZER, shard_tokenizer
 from trainers.data.windows import WindowDataModule
 
 DTYPES = ("uint16", "uint32")
@@ -61,7 +62,7 @@ def _find_defects(folder: Path) -> list[str]:
     dt = np.dtype(dtype).newbyteorder("<")
     if vocab > np.iinfo(dt).max + 1:
         return [f"{meta_path}: vocab_size {vocab} does not fit dtype {dtype}"]
-    defects = []
+    defects = _tokenizer_defects(folder, meta)
     for split in ("train", "val"):
         on_disk = sorted(p.name for p in folder.glob(f"{split}_*.bin"))
         listed = meta.get(f"{split}_shards")
@@ -94,6 +95,21 @@ def _find_defects(folder: Path) -> list[str]:
     return defects
 
 
+def _tokenizer_defects(folder: Path, meta: dict) -> list[str]:
+    """The tokenizer.json beside `prepare hf` shards must be the one meta.json names by hash."""
+    recorded = meta.get("tokenizer")
+    if not isinstance(recorded, dict) or not recorded.get("sha256"):
+        return []
+    path = folder / TOKENIZER
+    if not path.is_file():
+        return [f"{path}: missing (meta.json names tokenizer sha256 {recorded['sha256'][:12]}...)"]
+    found = hashlib.sha256(path.read_bytes()).hexdigest()
+    if found != recorded["sha256"]:
+        return [f"{path}: sha256 {found[:12]}..., not the tokenizer these shards were written with "
+                f"({recorded['sha256'][:12]}... in meta.json)"]  # fmt: skip
+    return []
+
+
 def read_meta(folder: Path) -> dict:
     meta_path = folder / "meta.json"
     if not meta_path.is_file():
@@ -119,19 +135,14 @@ class TokenDataModule(WindowDataModule):
         self.folder = Path(cfg.path).expanduser().absolute()
 
     def arrays(self):
-        self.token_bytes = shard_token_bytes(self.folder)
+        # the tokenizer, its separator and byte counts, read back from the folder (None: unknown)
+        self.tokenizer = shard_tokenizer(self.folder)
+        self.token_bytes = None if self.tokenizer is None else self.tokenizer.byte_lengths()
         return open_shards(self.folder, "train"), open_shards(self.folder, "val")
 
 
 def shard_token_bytes(folder: Path) -> np.ndarray | None:
-    """UTF-8 bytes per token id of shards written by `trainers.prepare` (from their tokenizer:
-    `meta.json`'s tokenizer byte, or bpe with its `tokenizer.json`); None for shards of another
-    origin (their tokenizer is unknown here, and so is val_bpb)."""
-    kind = read_meta(folder).get("tokenizer")
-    if kind == "byte":
-        return ByteTokenizer().byte_lengths()
-    if kind == "bpe" and (folder / "tokenizer.json").is_file():
-        from tokenizers import Tokenizer
-
-        return BPETokenizer(Tokenizer.from_file(str(folder / "tokenizer.json"))).byte_lengths()
-    return None
+    """UTF-8 bytes per token id of the shards' tokenizer (`shard_tokenizer`); None where it is
+    unknown (and so is val_bpb)."""
+    tok = shard_tokenizer(folder)
+    return None if tok is None else tok.byte_lengths()
