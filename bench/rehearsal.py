@@ -34,6 +34,9 @@ import sys
 import time
 from pathlib import Path
 
+from trainers.data import llama_style
+from trainers.data.corpora import load_corpus
+
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "studies" / "paper" / "rehearsal.yaml"
 VOCAB = 1024
@@ -148,9 +151,6 @@ def run(argv: list[str], log: Path, **kw) -> subprocess.CompletedProcess:
 
 
 def prepare_data(out: Path, tokens: int, log: Path) -> dict:
-    from trainers.data import llama_style
-    from trainers.data.corpora import load_corpus
-
     text = load_corpus("shakespeare", None, None).decode("utf-8", errors="replace")
     docs = documents(text)
     held_out = docs[-40:]  # the tasks' text: never in the dataset

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from sweeps.run.tracking import client
 from sweeps.run.worker import report_callback
+from trainers.checkpoint_files import latest_valid
 from trainers.distributed import COLLECTIVE_TIMEOUT
 from trainers.errors import TrainingDiverged
 from trainers.records import CHECKPOINT_ARTIFACT, CHECKPOINT_FOLDER, CHECKPOINT_NAME
@@ -164,8 +165,6 @@ def train_worker(config: dict) -> dict | None:
 def tag_start_checkpoint(folder: str | None, tracking_uri: str, run_id: str) -> None:
     """The checkpoint the workers start from (a launch's resume, or Ray Train's restart of the
     worker group after a worker died), as the child run's tag `sweep.workers_resumed_from`."""
-    from trainers.checkpoint_files import latest_valid
-
     latest = latest_valid(folder, log=lambda line: None) if folder else None
     if latest is not None:
         client(tracking_uri).set_tag(run_id, "sweep.workers_resumed_from", latest.name)
