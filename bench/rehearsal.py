@@ -140,14 +140,21 @@ def write_tasks(lines: list[str], folder: Path, items: int = 24) -> Path:
     return folder
 
 
+def command_env() -> dict:
+    """The commands run in the output folder (MLflow's artifacts land in its mlruns/), with this
+    checkout's packages first on the path."""
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)}
+
+
 def run(argv: list[str], log: Path, **kw) -> subprocess.CompletedProcess:
-    """A project command in a subprocess (its output also in `log`)."""
+    """A project command in a subprocess, in the folder of `log` (its output also in `log`)."""
     print("$ " + shlex.join(argv), flush=True)
     with open(log, "a") as f:
         f.write("$ " + shlex.join(argv) + "\n")
         f.flush()
-        proc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, **kw)
-    return proc
+        folder = log.parent
+        return subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=folder, env=command_env(), **kw)
 
 
 def prepare_data(out: Path, tokens: int, log: Path) -> dict:
@@ -211,7 +218,7 @@ def launch_killing_a_worker(argv: list[str], out: Path, log: Path) -> dict:
     first checkpoint; returns what was killed and when."""
     print("$ " + shlex.join(argv) + "   (one worker killed after the first checkpoint)", flush=True)
     with open(log, "a") as f:
-        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=out, env=command_env())
         killed: dict = {}
         checkpoints = out / "results" / "paper_rehearsal" / "checkpoints"
         while proc.poll() is None:

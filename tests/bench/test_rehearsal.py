@@ -53,12 +53,18 @@ def test_the_rehearsal_study_is_the_paper_study_at_toy_size(tmp_path):
 def test_the_rehearsal_runs_every_stage_of_the_paper_path(tmp_path):
     pytest.importorskip("lm_eval")
     pytest.importorskip("datasets")
-    from mlflow.tracking import MlflowClient
-    from tokenizers import Tokenizer
-
     from bench import rehearsal
 
     assert rehearsal.main(["--out", str(tmp_path), "--kill-worker"]) == 0
+    check_outputs(tmp_path)
+
+
+def check_outputs(tmp_path: Path) -> None:
+    """Every stage's output in the rehearsal's folder (also runnable on a finished `make rehearsal`:
+    `python -c "from tests.bench.test_rehearsal import check_outputs; check_outputs(Path(DIR))"`)."""
+    from mlflow.tracking import MlflowClient
+    from tokenizers import Tokenizer
+
     summary = json.loads((tmp_path / "summary.json").read_text())
 
     # data: a Llama-style tokenizer (its post-processor adds <s>), shards by prepare hf without
