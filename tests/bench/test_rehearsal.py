@@ -116,6 +116,6 @@ def check_outputs(tmp_path: Path) -> None:
     )
 
     # the front and the verdicts: in the results folder and on the MLflow runs
-    pareto = json.loads((tmp_path / "results" / "paper_rehearsal" / "pareto.json").read_text())
+    pareto = json.loads((tmp_path / "results" / "paper_rehearsal" / "pareto" / "pareto.json").read_text())
     assert len(pareto["points"]) == 6 and min(p["rank"] for p in pareto["points"]) == 0
     assert all("pareto_rank" in r.data.tags and "verdict" in r.data.tags for r in finished.values())
