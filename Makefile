@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 # (test, test-cluster and test-browser otherwise each resolve and rebuild the editable install again).
 EXTRAS ?= dev
 
-.PHONY: install test test-all test-cluster test-browser lint format sweep smoke gpu-check mlflow-ui dashboard clean
+.PHONY: install test test-all test-cluster test-browser lint format sweep smoke rehearsal gpu-check mlflow-ui dashboard clean
 
 install: $(VENV)/.installed
 
@@ -75,6 +75,14 @@ sweep: install
 
 smoke: install
 	$(PY) -m trainers.train trials/smoke.yaml
+
+# The paper's study rehearsed on this CPU, every stage (bench/rehearsal.py, docs/rehearsal.md): a
+# Llama-style tokenizer, prepare hf, six designs on 2 gloo workers, evals, gates, fronts. ~10 min.
+REHEARSAL_OUT ?= results/rehearsal
+rehearsal: install
+	@$(EVALS_EXTRA)
+	$(PY) -c "import datasets" 2>/dev/null || $(UV_INSTALL) -e ".[hf]" -c constraints.txt
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(PY) -m bench.rehearsal --out $(REHEARSAL_OUT) --kill-worker
 
 # The CUDA paths on one GPU, at most 5 minutes (bench/gpu_check.py); exits 2 without CUDA. Needs
 # torch's CUDA build in .venv (PyPI's default Linux x86_64 wheel is one).

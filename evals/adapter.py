@@ -15,9 +15,12 @@ model_args={"pretrained": CHECKPOINT_OR_RUN_ID})` and `lm_eval --model satsweep`
   request's stop strings, `max_gen_toks` or the end of the window; the context keeps its last
   max(max_seq_len - max_gen_toks, max_seq_len // 2) tokens.
 
-The trial's tokenizers have no special tokens: the prefix token (lm-eval's BOS/EOS slot, before a
-document or an empty context) is the encoding of `prefix` ("\\n" by default: a line break is what
-precedes a new text in the line-structured corpora these models train on), one token long.
+Every context starts with the token that preceded every document in training (the tokenizer's
+`start`, trainers.data.tokenizer.ContextStart: the shards' separator, BOS or EOS, for `prepare hf`
+shards; a line break for text corpora), as lm-eval's Hugging Face model starts each with BOS: it
+is lm-eval's prefix token too (before a document or an empty context). The text itself is
+encoded by the project's one rule (no special tokens); `prefix` names another one-token string.
+`context_start` says which token it is and why (the evals write it into their results JSON).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from arch.generate import generate
+from trainers.data.tokenizer import ContextStart
 from trainers.mlflow_names import DEFAULT_TRACKING_URI
 from trainers.trained import load_trial, trial_tokenizer
 
@@ -60,7 +64,7 @@ class SatsweepLM(TemplateLM):
         batch_size: int | str = 8,
         device: str | None = None,
         data_root: str | None = None,
-        prefix: str = "\n",
+        prefix: str | None = None,
         seed: int = 1234,
         model=None,
         tokenizer=None,
@@ -82,11 +86,25 @@ class SatsweepLM(TemplateLM):
         self.tokenizer_ = tokenizer
         self.run_id = run_id
         self.max_length = model.cfg.max_seq_len
-        prefix_ids = self.tok_encode(prefix)
-        if len(prefix_ids) != 1:
-            raise ValueError(f"satsweep: prefix {prefix!r} is {len(prefix_ids)} tokens; it must be one")
-        self._prefix_id = prefix_ids[0]
+        self._start = self._context_start(prefix)
+        self._prefix_id = self._start.id
         self.generator = torch.Generator(device=self._device).manual_seed(seed)
+
+    def _context_start(self, prefix: str | None) -> ContextStart:
+        if prefix is None:
+            if getattr(self.tokenizer_, "start", None) is None:
+                raise ValueError("satsweep: the tokenizer has no context start (the token before every "
+                                 "document in training); pass prefix=<a one-token string>")  # fmt: skip
+            return self.tokenizer_.start
+        ids = self.tok_encode(prefix, add_special_tokens=False)
+        if len(ids) != 1:
+            raise ValueError(f"satsweep: prefix {prefix!r} is {len(ids)} tokens; it must be one")
+        return ContextStart(ids[0], prefix, "the prefix argument")
+
+    @property
+    def context_start(self) -> dict:
+        """The token every context starts with, and why (for the results JSON)."""
+        return self._start.as_dict()
 
     @classmethod
     def from_model(cls, model, tokenizer, **kwargs) -> SatsweepLM:
@@ -102,7 +120,10 @@ class SatsweepLM(TemplateLM):
         return type(self.tokenizer_).__name__
 
     def tok_encode(self, string: str, add_special_tokens=None, **kwargs) -> list[int]:
-        return [int(i) for i in self.tokenizer_.encode(string.encode("utf-8"))]
+        """The context start, then the text's ids (lm-eval's convention for a model whose
+        tokenizer adds BOS: `add_special_tokens=False` gives the text's ids alone)."""
+        ids = [int(i) for i in self.tokenizer_.encode(string)]
+        return ids if add_special_tokens is False else [self._prefix_id, *ids]
 
     def tok_decode(self, ids) -> str:
         return self.tokenizer_.decode(ids)
@@ -150,7 +171,7 @@ class SatsweepLM(TemplateLM):
         for k, request in enumerate(requests):
             (text,) = request.args
             for window in get_rolling_token_windows(
-                token_list=self.tok_encode(text),
+                token_list=self.tok_encode(text, add_special_tokens=False),
                 prefix_token=self.prefix_token_id,
                 max_seq_len=self.max_length,
                 context_len=1,
@@ -191,9 +212,7 @@ class SatsweepLM(TemplateLM):
             max_gen = int(kwargs.pop("max_gen_toks", DEFAULT_MAX_GEN_TOKS))
             sampling = self._sampling(kwargs)
             keep = max(self.max_length - max_gen, self.max_length // 2)
-            contexts = {
-                k: (self.tok_encode(requests[k].args[0]) or [self.prefix_token_id])[-keep:] for k in members
-            }
+            contexts = {k: self.tok_encode(requests[k].args[0])[-keep:] for k in members}
             order = sorted(members, key=lambda k: -len(contexts[k]))
             for batch in _batches(order, self.batch_size):
                 prompts = [contexts[k] for k in batch]

@@ -89,7 +89,7 @@ def main(argv=None) -> int:
         print(make_table(results, "groups"))
     name = run_id or Path(args.target).stem
     out = Path(args.json) if args.json else Path("results") / "evals" / f"{name}.json"
-    results["satsweep"] = {"target": args.target, "run_id": run_id, "tasks": tasks, "limit": args.limit}
+    results["satsweep"] |= {"target": args.target, "run_id": run_id, "tasks": tasks, "limit": args.limit}
     write_results(results, out)
     print(f"results in {out}")
     if run_id is not None:

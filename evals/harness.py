@@ -79,10 +79,11 @@ def task_problems(manager, tasks: list[str], offline: bool) -> list[str]:
 
 
 def score(lm, manager, tasks: list[str], limit=None, num_fewshot=None, log_samples=False, seed=0) -> dict:
-    """lm-eval's `simple_evaluate` of the model `lm` (an `evals.adapter.SatsweepLM`) on `tasks`."""
+    """lm-eval's `simple_evaluate` of the model `lm` (an `evals.adapter.SatsweepLM`) on `tasks`;
+    `satsweep.context_start` in the results says which token every context started with."""
     from lm_eval import simple_evaluate
 
-    return simple_evaluate(
+    results = simple_evaluate(
         model=lm,
         tasks=tasks,
         task_manager=manager,
@@ -94,6 +95,8 @@ def score(lm, manager, tasks: list[str], limit=None, num_fewshot=None, log_sampl
         torch_random_seed=seed,
         fewshot_random_seed=seed,
     )
+    results["satsweep"] = {"context_start": lm.context_start}
+    return results
 
 
 def write_results(results: dict, path: Path) -> Path:

@@ -40,13 +40,11 @@ from gates import plots
 from gates.categories import categorize, gate_by_category, piece_decoder
 from gates.gate_stats import collect_gates, gate_statistics, summary_rows
 from gates.interventions import mean_loss, run_interventions
-from trainers.config import TextDataConfig, TokenDataConfig, TrialConfig
+from trainers.config import TrialConfig
 from trainers.data.build import build_datamodule
-from trainers.data.cache import cache_root
-from trainers.data.corpora import load_corpus
-from trainers.data.text import split
-from trainers.data.tokenizer import make_tokenizer
+from trainers.data.tokenizer import FastTokenizer
 from trainers.mlflow_names import CHECKPOINT_ARTIFACT, DEFAULT_TRACKING_URI
+from trainers.trained import trial_tokenizer
 
 
 def parse_args(argv=None):
@@ -137,32 +135,16 @@ def on_device(model, device: str, precision: str):
 
 
 def token_decoder(cfg: TrialConfig, data_root):
-    """id -> text of one token, for the token categories (text data, and token shards whose folder
-    holds the tokenizer: `tokenizer.json` or a byte tokenizer in meta.json; else None)."""
-    if isinstance(cfg.data, TokenDataConfig):
-        return shard_decoder(Path(cfg.data.path).expanduser())
-    if not isinstance(cfg.data, TextDataConfig):
+    """id -> text of one token, for the token categories: the trial's own tokenizer
+    (trainers.trained.trial_tokenizer: text data, and token shards whose folder holds the
+    tokenizer: `tokenizer.json` or a byte tokenizer in meta.json); None where there is none."""
+    try:
+        tok = trial_tokenizer(cfg, data_root)
+    except (ValueError, FileNotFoundError):  # MQAR, or shards without their tokenizer
         return None
-    if cfg.data.tokenizer == "byte":
-        return lambda t: bytes([t]).decode("latin-1")
-    train_bytes, _ = split(
-        load_corpus(cfg.data.corpus, cfg.data.path, cfg.data.max_bytes), cfg.data.val_fraction
-    )
-    tok = make_tokenizer("bpe", train_bytes, cfg.data.bpe_vocab_size, cache_root(data_root))
-    return lambda t: tok.decode([t])
-
-
-def shard_decoder(folder: Path):
-    """The decoder of a shard folder's tokenizer (trainers.prepare writes tokenizer.json beside
-    BPE shards, prepare hf always): its pieces as text (`gates.categories.piece_decoder`)."""
-    if (folder / "tokenizer.json").is_file():
-        from tokenizers import Tokenizer
-
-        return piece_decoder(Tokenizer.from_file(str(folder / "tokenizer.json")))
-    meta = folder / "meta.json"
-    if meta.is_file() and json.loads(meta.read_text()).get("tokenizer") == "byte":
-        return lambda t: bytes([t]).decode("latin-1")
-    return None
+    if isinstance(tok, FastTokenizer):
+        return piece_decoder(tok.tok)
+    return lambda t: bytes([t]).decode("latin-1")
 
 
 def write_csv(path: Path, rows: list[dict]) -> Path:

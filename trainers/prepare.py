@@ -12,7 +12,6 @@ over 65536), `meta.json` (vocab_size, dtype, token counts, corpus sha256) and, f
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -21,8 +20,9 @@ import numpy as np
 from trainers import prepare_hf
 from trainers.config import TextDataConfig
 from trainers.data.cache import cache_root, save_json
-from trainers.data.corpora import CORPORA, CorpusUnavailable
-from trainers.data.text import tokenized_corpus
+from trainers.data.corpora import CORPORA, CorpusUnavailable, load_corpus
+from trainers.data.text import split, tokenized_corpus
+from trainers.data.tokenizer import make_tokenizer
 
 
 def write_shards(array: np.ndarray, out: Path, split: str, dtype: np.dtype, shard_tokens: int) -> list[str]:
@@ -67,10 +67,10 @@ def prepare(
         "train_shards": write_shards(train, out, "train", dtype, shard_tokens),
         "val_shards": write_shards(val, out, "val", dtype, shard_tokens),
     }
-    if tokenizer == "bpe":
-        tok = next((root / "tokenizers").glob(f"bpe-*-{vocab_size}.json"), None)
-        if tok is not None:
-            shutil.copyfile(tok, out / "tokenizer.json")
+    if tokenizer == "bpe":  # the corpus's own (cached) BPE, as the text data trained with it
+        train_bytes, _ = split(load_corpus(cfg.corpus, cfg.path, cfg.max_bytes), cfg.val_fraction)
+        tok = make_tokenizer("bpe", train_bytes, vocab_size, root)
+        (out / "tokenizer.json").write_bytes(tok.tok.to_str().encode())
     save_json(out / "meta.json", meta)
     return meta
 

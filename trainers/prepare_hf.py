@@ -1,22 +1,27 @@
 """`python -m trainers.prepare hf DATASET [--name SUBSET] --tokenizer PATH_OR_NAME --tokens N
 [--val-fraction F] [--seed S] --out DIR [--split S] [--text-field F] [--eos-token T]
-[--dtype auto|uint16|uint32] [--shard-tokens N] [--batch-docs N]`
+[--separator eos|bos|both] [--bos-token T] [--dtype auto|uint16|uint32] [--shard-tokens N]
+[--batch-docs N]`
 
 Token shards for `data: {kind: tokens, path: DIR}` from a dataset the `datasets` library reads
 (the optional extra `hf`): a hub name (`HuggingFaceFW/fineweb-edu --name sample-100BT`) or a local
 folder of parquet / jsonl / arrow files in the same layout. The dataset is streamed in order;
 each document's `--text-field` is tokenised with a fast tokenizer (`tokenizers`: a tokenizer.json
-file, a folder holding one, or a hub name), in batches of `--batch-docs` documents (encode_batch
-uses every core), and the EOS id is appended after each document. Each batch's documents go to
-validation with probability `--val-fraction`, drawn by numpy from (seed, batch number): the
-split depends only on the seed and the dataset's order (`--shuffle-buffer N`: the stream shuffled
-in a buffer of N documents, seeded, as the official preparation does with 10,000). It stops once
+file, a folder holding one, or a hub name) by the project's one rule (trainers.data.tokenizer: no
+special tokens from the tokenizer's post-processor), in batches of `--batch-docs` documents
+(encode_batch uses every core), and `--separator` says what goes around each document: the EOS
+id after it (eos, the default and the official preparation's), the BOS id before it (bos), or
+both. Each batch's documents go to validation with probability `--val-fraction`, drawn by numpy
+from (seed, batch number): the split depends only on the seed and the dataset's order
+(`--shuffle-buffer N`: the stream shuffled in a buffer of N documents, seeded, as the official
+preparation does with 10,000). It stops once
 `--tokens` tokens (train and val together) are written: the last document is cut there.
 
 Writes DIR/train_000.bin ..., DIR/val_000.bin ... (little-endian uint16, or uint32 for
-vocabularies over 65,536 ids), DIR/tokenizer.json, and DIR/meta.json last (vocab, dtype, EOS id,
-token and document counts, source, tokenizer name and sha256, the command): meta.json's presence
-means the preparation is complete. Progress (a bar with ETA on stderr) is saved in
+vocabularies over 65,536 ids), DIR/tokenizer.json, and DIR/meta.json last (vocab, dtype, EOS and
+BOS ids, the separator, token and document counts, source, tokenizer name and sha256, the
+command; a trial reads tokenizer and separator back: trainers.data.tokenizer.shard_tokenizer):
+its presence means the preparation is complete. Progress (a bar with ETA on stderr) is saved in
 DIR/progress.json after every batch; running the same command again resumes from there (shards
 cut back to the saved sizes, the documents already read skipped). Exit 2 with the option, the
 file and what is allowed on bad input.
@@ -35,9 +40,11 @@ from pathlib import Path
 import numpy as np
 
 from trainers.data.cache import save_json
+from trainers.data.tokenizer import SEPARATORS, FastTokenizer
 
 DTYPES = {"uint16": 1 << 16, "uint32": 1 << 32}
 EOS_CANDIDATES = ("</s>", "<|endoftext|>", "<eos>", "<|end_of_text|>", "[SEP]")
+BOS_CANDIDATES = ("<s>", "<|begin_of_text|>", "<bos>", "<|startoftext|>", "[CLS]")
 PROGRESS, META, TOKENIZER = "progress.json", "meta.json", "tokenizer.json"
 
 
@@ -53,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--text-field", default="text")
     p.add_argument("--tokenizer", required=True, help="a tokenizer.json, a folder with one, or a hub name")
     p.add_argument("--eos-token", default=None, help=f"default: the first of {', '.join(EOS_CANDIDATES)}")
+    p.add_argument("--separator", choices=SEPARATORS, default="eos",
+                   help="around each document: EOS after it, BOS before it, or both")  # fmt: skip
+    p.add_argument("--bos-token", default=None, help=f"default: the first of {', '.join(BOS_CANDIDATES)}")
     p.add_argument("--tokens", type=int, required=True, help="tokens to write (train and val together)")
     p.add_argument("--val-fraction", type=float, default=0.005)
     p.add_argument("--seed", type=int, default=42)
@@ -94,14 +104,14 @@ def load_tokenizer(spec: str):
     return tok, hashlib.sha256(tok.to_str().encode()).hexdigest()
 
 
-def eos_id(tok, eos_token: str | None) -> int:
-    candidates = [eos_token] if eos_token else list(EOS_CANDIDATES)
-    for token in candidates:
-        found = tok.token_to_id(token)
+def special_id(tok, token: str | None, candidates: tuple[str, ...], option: str) -> int:
+    """The id of `token`, or of the first of `candidates` the vocabulary has."""
+    for name in [token] if token else list(candidates):
+        found = tok.token_to_id(name)
         if found is not None:
             return found
-    given = f"given {eos_token!r}" if eos_token else "none of " + ", ".join(EOS_CANDIDATES) + " found"
-    raise PrepareError(f"--eos-token: {given} in the tokenizer's vocabulary; allowed: a token it has")
+    given = f"given {token!r}" if token else "none of " + ", ".join(candidates) + " found"
+    raise PrepareError(f"{option}: {given} in the tokenizer's vocabulary; allowed: a token it has")
 
 
 def pick_dtype(requested: str, vocab: int) -> str:
@@ -180,10 +190,15 @@ def _settings(args) -> dict:
     """What must match for a preparation to resume (or to count as already done)."""
     keys = ("dataset", "name", "split", "text_field", "tokenizer", "eos_token", "tokens", "val_fraction",
             "seed", "shuffle_buffer")  # fmt: skip
-    return {k: getattr(args, k) for k in keys} | {
-        "shard_tokens": args.shard_tokens,
-        "batch_docs": args.batch_docs,
-    }
+    separator = {} if args.separator == "eos" else {"separator": args.separator, "bos_token": args.bos_token}
+    return (
+        {k: getattr(args, k) for k in keys}
+        | separator
+        | {
+            "shard_tokens": args.shard_tokens,
+            "batch_docs": args.batch_docs,
+        }
+    )
 
 
 def prepare_hf(args, command: str) -> dict:
@@ -192,9 +207,13 @@ def prepare_hf(args, command: str) -> dict:
     if not 0 <= args.val_fraction < 0.5:
         raise PrepareError(f"--val-fraction: given {args.val_fraction}; allowed: 0 <= F < 0.5")
     tok, tok_hash = load_tokenizer(args.tokenizer)
-    vocab = tok.get_vocab_size(with_added_tokens=True)
+    encoder = FastTokenizer(tok)
+    vocab = encoder.vocab_size
     dtype = pick_dtype(args.dtype, vocab)
-    eos = eos_id(tok, args.eos_token)
+    eos = special_id(tok, args.eos_token, EOS_CANDIDATES, "--eos-token")
+    bos = special_id(tok, args.bos_token, BOS_CANDIDATES, "--bos-token") if args.separator != "eos" else None
+    before = [bos] if args.separator in ("bos", "both") else []
+    after = [eos] if args.separator in ("eos", "both") else []
     out = Path(args.out).expanduser().absolute()
     out.mkdir(parents=True, exist_ok=True)
     settings = _settings(args)
@@ -233,9 +252,9 @@ def prepare_hf(args, command: str) -> dict:
         nonlocal documents, batches
         rng = np.random.default_rng([args.seed, batches])
         to_val = rng.random(len(batch)) < args.val_fraction
-        encoded = tok.encode_batch(batch, add_special_tokens=False)
+        encoded = encoder.encode_batch(batch)
         for i, (enc, val) in enumerate(zip(encoded, to_val, strict=True)):
-            ids = np.asarray([*enc.ids, eos], dtype=np.int64)
+            ids = np.asarray([*before, *enc, *after], dtype=np.int64)
             room = args.tokens - sum(w.tokens for w in writers.values())
             writers["val" if val else "train"].write(ids[:room])
             bar.update(min(len(ids), room))
@@ -267,6 +286,8 @@ def prepare_hf(args, command: str) -> dict:
         "vocab_size": vocab,
         "dtype": dtype,
         "eos_id": eos,
+        "bos_id": bos,
+        "separator": args.separator,  # eos: EOS after each document; bos: BOS before; both
         "train_tokens": writers["train"].tokens,
         "val_tokens": writers["val"].tokens,
         "train_shards": writers["train"].names(),
@@ -279,7 +300,7 @@ def prepare_hf(args, command: str) -> dict:
             "split": args.split,
             "text_field": args.text_field,
         },
-        "tokenizer": {"name": args.tokenizer, "sha256": tok_hash},
+        "tokenizer": {"name": args.tokenizer, "sha256": tok_hash, "file": TOKENIZER},
         "val_fraction": args.val_fraction,
         "seed": args.seed,
         "command": command,
@@ -287,7 +308,7 @@ def prepare_hf(args, command: str) -> dict:
     }
     for w in writers.values():
         w.flush_to_disk()
-    (out / TOKENIZER).write_text(tok.to_str())
+    (out / TOKENIZER).write_bytes(tok.to_str().encode())  # the bytes tok_hash is of
     save_json(meta_path, meta)  # last: its presence means the shards are complete
     progress_path.unlink(missing_ok=True)
     return meta
@@ -310,7 +331,8 @@ def main(argv: list[str]) -> int:
               "pip install -e '.[hf]'", file=sys.stderr)  # fmt: skip
         return 2
     print(
-        f"{args.out}: vocab {meta['vocab_size']} {meta['dtype']}, EOS {meta['eos_id']}, "
+        f"{args.out}: vocab {meta['vocab_size']} {meta['dtype']}, separator {meta['separator']} "
+        f"(EOS {meta['eos_id']}, BOS {meta['bos_id']}), "
         f"train {meta['train_tokens']} tokens, val {meta['val_tokens']} tokens, {meta['documents']} documents"
     )
     return 0

@@ -11,7 +11,6 @@ token-shard folder's `tokenizer.json` (`python -m trainers.prepare`).
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from arch import build_model
 from trainers.config import TextDataConfig, TokenDataConfig, TrialConfig
 from trainers.data.cache import cache_root
 from trainers.data.corpora import load_corpus
-from trainers.data.tokenizer import BPETokenizer, ByteTokenizer, make_tokenizer
+from trainers.data.tokenizer import ByteTokenizer, make_tokenizer, shard_tokenizer
 from trainers.mlflow_names import CHECKPOINT_ARTIFACT, DEFAULT_TRACKING_URI
 
 
@@ -76,8 +75,10 @@ def load_trial(target: str, tracking_uri: str = DEFAULT_TRACKING_URI):
 
 
 def trial_tokenizer(cfg: TrialConfig, data_root=None):
-    """The tokenizer the trial trained with: `encode(bytes) -> ids`, `decode(ids) -> str`,
-    `vocab_size`. Raises ValueError for data without text (MQAR) or shards without a tokenizer."""
+    """The tokenizer the trial trained with (trainers.data.tokenizer: `encode(text) -> ids` without
+    special tokens, `decode(ids) -> str`, `vocab_size`, `start` the token before every document in
+    training, which an evaluation context starts with). Raises ValueError for data without text
+    (MQAR) or shards without a tokenizer."""
     data = cfg.data
     if isinstance(data, TextDataConfig):
         if data.tokenizer == "byte":
@@ -88,13 +89,8 @@ def trial_tokenizer(cfg: TrialConfig, data_root=None):
         train_bytes, _ = split(load_corpus(data.corpus, data.path, data.max_bytes), data.val_fraction)
         return make_tokenizer("bpe", train_bytes, data.bpe_vocab_size, cache_root(data_root))
     if isinstance(data, TokenDataConfig):
-        folder = Path(data.path)
-        meta = json.loads((folder / "meta.json").read_text())
-        if meta.get("tokenizer") == "byte":
-            return ByteTokenizer()
-        if (folder / "tokenizer.json").is_file():
-            from tokenizers import Tokenizer
-
-            return BPETokenizer(Tokenizer.from_file(str(folder / "tokenizer.json")))
-        raise ValueError(f"{folder}: no tokenizer.json beside the shards; pass the tokenizer's file")
+        tok = shard_tokenizer(Path(data.path))
+        if tok is None:
+            raise ValueError(f"{data.path}: no tokenizer.json beside the shards; pass the tokenizer's file")
+        return tok
     raise ValueError(f"data kind {data.kind!r} has no text tokenizer; allowed: text, tokens")

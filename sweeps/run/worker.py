@@ -207,7 +207,8 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
             metrics["fit_s"] = time.perf_counter() - fit_start
             if config.train.workers == 1:
                 metrics["logging_s"] = clock.seconds
-        if task.keep_checkpoint and checkpoint.is_file():  # for `python -m gates <run id>`
+        if task.keep_checkpoint and checkpoint.is_file() and not _logged(logger.experiment, task.run_id):
+            # for `python -m gates <run id>` (a Ray Train trial's rank 0 has logged it already)
             logger.experiment.log_artifact(task.run_id, str(checkpoint), artifact_path=CHECKPOINT_FOLDER)
         bad = [k for k, v in metrics.items() if k.endswith("loss") and not math.isfinite(v)]
         if bad:
@@ -228,6 +229,11 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
             monitor.finish()
         if folder is not None:
             folder.cleanup()
+
+
+def _logged(client, run_id: str) -> bool:
+    """Whether the run already has its final weights as an artifact."""
+    return any(Path(a.path).name == CHECKPOINT_NAME for a in client.list_artifacts(run_id, CHECKPOINT_FOLDER))
 
 
 def score_final_weights(task: TrialTask, checkpoint: Path) -> dict[str, float]:

@@ -1,4 +1,5 @@
-"""The lm-eval adapter's answers against the model's own forward (no training, no data)."""
+"""The lm-eval adapter's answers against the model's own forward (no training, no data). A byte
+tokenizer's trial trained on a text corpus: every context starts with a line break (START)."""
 
 import math
 
@@ -16,6 +17,7 @@ from evals.adapter import MODEL_NAME, SatsweepLM  # noqa: E402
 from trainers.data.tokenizer import ByteTokenizer  # noqa: E402
 
 WINDOW = 24
+START = ord("\n")  # the token before every line of a text corpus: each context starts with it
 
 
 @pytest.fixture(scope="module")
@@ -68,17 +70,17 @@ def test_loglikelihood_equals_the_models_own_forward_with_left_truncation(lm, mo
     got = lm.loglikelihood(requests("loglikelihood", pairs))
     for (context, continuation), (logp, greedy) in zip(pairs, got, strict=True):
         if context == "":
-            ctx, cont = [ord("\n")], ids(continuation)
+            ctx, cont = [START], ids(continuation)
         else:
             stripped = context.rstrip()
-            ctx, cont = ids(stripped), ids(context[len(stripped) :] + continuation)
+            ctx, cont = [START, *ids(stripped)], ids(context[len(stripped) :] + continuation)
         want, want_greedy = own_logprob(model, ctx, cont)
         assert logp == pytest.approx(want, abs=1e-4)
         assert greedy == want_greedy
 
 
 def test_is_greedy_is_true_for_the_models_own_argmax_continuation(lm, model):
-    context = ids("abc")
+    context = [START, *ids("abc")]
     with torch.no_grad():
         continuation = generate(model, [context], max_new_tokens=4)[0]
     text = bytes(continuation).decode("latin-1")
@@ -93,12 +95,12 @@ def test_rolling_loglikelihood_predicts_every_token_once(lm, model):
     short = "hello world"
     long = "".join(chr(97 + i % 26) for i in range(WINDOW + 7))  # two windows
     got = lm.loglikelihood_rolling(requests("loglikelihood_rolling", [(short,), (long,)]))
-    want_short = own_logprob(model, [ord("\n")], ids(short))[0]
+    want_short = own_logprob(model, [START], ids(short))[0]
     tokens = ids(long)
     # window 1: the prefix then tokens[:WINDOW - 1] predict tokens[:WINDOW]; window 2: the last
     # WINDOW inputs predict the 7 tokens left
     want_long = (
-        own_logprob(model, [ord("\n")], tokens[:WINDOW])[0]
+        own_logprob(model, [START], tokens[:WINDOW])[0]
         + own_logprob(model, tokens[-WINDOW - 1 : -7], tokens[-7:])[0]
     )
     assert got[0] == pytest.approx(want_short, abs=1e-4)
@@ -112,13 +114,24 @@ def test_generate_until_is_greedy_decoding_cut_at_the_stop_string(lm, model):
         requests("generate_until", [(c, {"until": ["e"], "max_gen_toks": 6}) for c in contexts])
     )
     for context, text in zip(contexts, got, strict=True):
-        seq = ids(context)
+        seq = [START, *ids(context)]
+        prompt = len(seq)
         with torch.no_grad():
             for _ in range(6):
                 seq.append(int(model(torch.tensor([seq]))[0, -1].argmax()))
-        full = ByteTokenizer().decode(seq[len(ids(context)) :])
+        full = ByteTokenizer().decode(seq[prompt:])
         assert text == full.split("e", 1)[0]
         assert "e" not in text
+
+
+def test_the_context_start_is_the_tokenizers_and_says_why(lm, model):
+    assert lm.context_start == {"id": START, "token": "\n", "why": ByteTokenizer().start.why}
+    assert lm.prefix_token_id == START and lm.tok_encode("ab") == [START, 97, 98]
+    assert lm.tok_encode("ab", add_special_tokens=False) == [97, 98]
+    other = SatsweepLM.from_model(model, ByteTokenizer(), prefix=" ")
+    assert other.context_start == {"id": 32, "token": " ", "why": "the prefix argument"}
+    with pytest.raises(ValueError, match="prefix 'ab' is 2 tokens; it must be one"):
+        SatsweepLM.from_model(model, ByteTokenizer(), prefix="ab")
 
 
 def test_generate_until_refuses_unknown_generation_arguments(lm):

@@ -29,7 +29,8 @@ def trained(tmp_path_factory):
 
 
 def own_logprob(model, context: str, continuation: str) -> float:
-    ids = list((context + continuation).encode())
+    """From the model's own forward over the context start (a line break: a text corpus) and text."""
+    ids = [ord("\n"), *(context + continuation).encode()]
     n = len(continuation.encode())
     with torch.no_grad():
         logp = torch.log_softmax(model(torch.tensor([ids[:-1]]))[0].double(), -1)
@@ -41,6 +42,7 @@ def test_scores_a_checkpoint_above_chance_with_the_models_own_loglikelihoods(tra
     argv = [str(trained), "--tasks", "toy_choice,toy_recall", "--include-path", str(tasks)]
     assert main([*argv, "--json", str(out), "--log-samples", "--batch-size", "3"]) == 0
     results = json.loads(out.read_text())
+    assert results["satsweep"]["context_start"]["token"] == "\n"
     assert results["results"]["toy_choice"]["acc,none"] > 0.5  # chance: 0.25
     assert results["results"]["toy_recall"]["exact_match,none"] > 0.5  # chance: ~0
     _, model, _ = load_trial(str(trained))

@@ -14,7 +14,7 @@ from trainers.data.cache import cache_root
 from trainers.data.corpora import load_corpus
 from trainers.data.shards import shard_token_bytes
 from trainers.data.text import split
-from trainers.data.tokenizer import BPETokenizer, make_tokenizer
+from trainers.data.tokenizer import FastTokenizer, make_tokenizer
 from trainers.fit import fit
 from trainers.prepare import main as prepare_main
 
@@ -50,7 +50,7 @@ def val_bytes_per_token(cfg) -> float:
 def data_tokenizer(cfg):
 
     train, _ = split(load_corpus(cfg.data.corpus, cfg.data.path, None), cfg.data.val_fraction)
-    return BPETokenizer.train(train, cfg.data.bpe_vocab_size, cache_root(None))
+    return FastTokenizer.train_bpe(train, cfg.data.bpe_vocab_size, cache_root(None))
 
 
 @pytest.mark.parametrize("kind", ["byte", "bpe"])

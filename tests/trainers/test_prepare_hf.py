@@ -200,3 +200,32 @@ def test_shards_whose_vocab_disagrees_with_the_model_exit_2(corpus, tokenizer_fi
     assert train([str(trial), "--no-mlflow"]) == 2
     err = capsys.readouterr().err
     assert f"model.vocab_size: given 256; the data needs at least {vocab} ({out / 'meta.json'})" in err
+
+
+def test_a_llama_style_tokenizer_with_bos_and_eos_around_each_document(corpus, tmp_path):
+    """`--separator both`: `<s> doc </s>`, the document's ids without the post-processor's `<s>`;
+    meta.json names the tokenizer, both ids and the separator, and the folder gives them back."""
+    from trainers.data import llama_style
+    from trainers.data.tokenizer import shard_tokenizer
+
+    path = llama_style.write(corpus[1], 400, tmp_path / "llama.json")
+    assert _run(corpus, path, tmp_path / "o", "--separator", "both") == 0
+    meta = json.loads((tmp_path / "o" / "meta.json").read_text())
+    assert (meta["separator"], meta["bos_id"], meta["eos_id"]) == ("both", 1, 2)
+    ids = np.concatenate([_ids(tmp_path / "o", "train"), _ids(tmp_path / "o", "val")])
+    tok = shard_tokenizer(tmp_path / "o")
+    assert tok.sha256 == meta["tokenizer"]["sha256"] and tok.start.id == 1 and tok.start.token == "<s>"
+    docs = _docs_of(ids, 2)
+    assert len(docs) == 200 and all(d[0] == 1 and 1 not in d[1:] for d in docs)
+    assert sorted(d[1:] for d in docs) == sorted(tok.encode(t).tolist() for t in corpus[1])
+
+
+def test_a_tokenizer_json_that_is_not_the_one_the_shards_name_is_refused(corpus, tokenizer_file, tmp_path):
+    from trainers.config import TokenDataConfig
+
+    out = tmp_path / "o"
+    assert _run(corpus, tokenizer_file, out) == 0
+    assert TokenDataConfig(path=str(out)).check("data") == []
+    (out / "tokenizer.json").write_text((out / "tokenizer.json").read_text().replace("alpha", "alpha "))
+    (issue,) = TokenDataConfig(path=str(out)).check("data")
+    assert issue.path == "data.path" and "not the tokenizer these shards were written with" in issue.problem

@@ -11,6 +11,7 @@ Written by `python -m trainers.prepare`; trained on by `trainers.data.shards.Tok
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def _find_defects(folder: Path) -> list[str]:
     dt = np.dtype(dtype).newbyteorder("<")
     if vocab > np.iinfo(dt).max + 1:
         return [f"{meta_path}: vocab_size {vocab} does not fit dtype {dtype}"]
-    defects = []
+    defects = _tokenizer_defects(folder, meta)
     for split in ("train", "val"):
         on_disk = sorted(p.name for p in folder.glob(f"{split}_*.bin"))
         listed = meta.get(f"{split}_shards")
@@ -88,6 +89,21 @@ def _find_defects(folder: Path) -> list[str]:
         if expected is not None and tokens != expected and not defects:
             defects.append(f"{folder}: {tokens} {split} tokens in the shards, meta.json says {expected}")
     return defects
+
+
+def _tokenizer_defects(folder: Path, meta: dict) -> list[str]:
+    """The tokenizer.json beside `prepare hf` shards must be the one meta.json names by hash."""
+    recorded = meta.get("tokenizer")
+    if not isinstance(recorded, dict) or not recorded.get("sha256"):
+        return []
+    path = folder / "tokenizer.json"  # trainers.data.tokenizer.TOKENIZER (not imported: numpy only here)
+    if not path.is_file():
+        return [f"{path}: missing (meta.json names tokenizer sha256 {recorded['sha256'][:12]}...)"]
+    found = hashlib.sha256(path.read_bytes()).hexdigest()
+    if found != recorded["sha256"]:
+        return [f"{path}: sha256 {found[:12]}..., not the tokenizer these shards were written with "
+                f"({recorded['sha256'][:12]}... in meta.json)"]  # fmt: skip
+    return []
 
 
 def read_meta(folder: Path) -> dict:

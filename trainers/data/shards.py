@@ -9,8 +9,8 @@ import numpy as np
 
 from trainers.config import TokenDataConfig
 from trainers.data.registry import register_data
-from trainers.data.shard_folder import open_shards, read_meta
-from trainers.data.tokenizer import BPETokenizer, ByteTokenizer
+from trainers.data.shard_folder import open_shards
+from trainers.data.tokenizer import shard_tokenizer
 from trainers.data.windows import WindowDataModule
 
 
@@ -21,19 +21,14 @@ class TokenDataModule(WindowDataModule):
         self.folder = Path(cfg.path).expanduser().absolute()
 
     def arrays(self):
-        self.token_bytes = shard_token_bytes(self.folder)
+        # the tokenizer, its separator and byte counts, read back from the folder (None: unknown)
+        self.tokenizer = shard_tokenizer(self.folder)
+        self.token_bytes = None if self.tokenizer is None else self.tokenizer.byte_lengths()
         return open_shards(self.folder, "train"), open_shards(self.folder, "val")
 
 
 def shard_token_bytes(folder: Path) -> np.ndarray | None:
-    """UTF-8 bytes per token id of shards written by `trainers.prepare` (from their tokenizer:
-    `meta.json`'s tokenizer byte, or bpe with its `tokenizer.json`); None for shards of another
-    origin (their tokenizer is unknown here, and so is val_bpb)."""
-    kind = read_meta(folder).get("tokenizer")
-    if kind == "byte":
-        return ByteTokenizer().byte_lengths()
-    if kind == "bpe" and (folder / "tokenizer.json").is_file():
-        from tokenizers import Tokenizer
-
-        return BPETokenizer(Tokenizer.from_file(str(folder / "tokenizer.json"))).byte_lengths()
-    return None
+    """UTF-8 bytes per token id of the shards' tokenizer (`shard_tokenizer`); None where it is
+    unknown (and so is val_bpb)."""
+    tok = shard_tokenizer(folder)
+    return None if tok is None else tok.byte_lengths()

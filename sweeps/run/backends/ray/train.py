@@ -6,6 +6,9 @@ whichever nodes have them, in the process group Ray Train makes (gloo on CPU, nc
 `trainers.fit.fit_process` with Ray's Lightning strategy and environment, under the semantics of
 `trainers.distributed` (global batch split by rows, global losses, memory = max over workers).
 
+A worker killed mid-trial: with `train.checkpoint_every`, Ray Train restarts the worker group
+(`WORKER_RESTARTS`) and the trial resumes from its newest checkpoint in the same MLflow child run.
+
 Reports: after each validation every worker calls `ray.train.report` (Ray Train synchronises
 them); Ray's `TuneReportCallback` hands rank 0's metrics to the Tune trial, so ASHA sees the same
 results as from a single-process trial. The final metrics (or the divergence) come back as rank
@@ -23,12 +26,18 @@ from pathlib import Path
 
 from sweeps.run.tracking import client
 from sweeps.run.worker import report_callback
+from trainers.checkpoint_files import latest_valid
 from trainers.distributed import COLLECTIVE_TIMEOUT
 from trainers.errors import TrainingDiverged
-from trainers.mlflow_names import CHECKPOINT_FOLDER, CHECKPOINT_NAME
+from trainers.mlflow_names import CHECKPOINT_ARTIFACT, CHECKPOINT_FOLDER, CHECKPOINT_NAME
 
 DIVERGED = "sweep_diverged"  # rank 0's return value when the run diverged: {DIVERGED: [step, value]}
 PLACEMENT_GROUP = "ray_train_placement_group"  # in every report: the workers' placement group (hex id)
+# A worker that dies (SIGKILL, a lost node) makes Ray Train restart the worker group this many
+# times; each restart resumes from the run's newest checkpoint (`train.checkpoint_every`: fit_process
+# reads checkpoint_dir). Without checkpoints nothing would be kept, so no restart. An error of the
+# trial's own is retried too (Ray Train cannot tell them apart) and then recorded as before.
+WORKER_RESTARTS = 1
 
 
 def ray_lightning_kwargs() -> dict:
@@ -42,7 +51,7 @@ def fit_on_ray_train(task, report_to_tune: bool = True):
     """A `trainers.fit`-like function for `sweeps.run.worker.execute` that trains `task` on Ray Train."""
 
     def fit(config, *, loggers=(), callbacks=(), data_root=None, checkpoint_path=None, checkpoint_dir=None):
-        from ray.train import RunConfig, ScalingConfig
+        from ray.train import FailureConfig, RunConfig, ScalingConfig
         from ray.train.torch import TorchConfig, TorchTrainer
 
         if callbacks:
@@ -82,6 +91,7 @@ def fit_on_ray_train(task, report_to_tune: bool = True):
                     name=f"trial_{task.number:03d}-{task.run_id[:8]}",
                     storage_path=str(storage),
                     callbacks=run_callbacks,
+                    failure_config=FailureConfig(max_failures=WORKER_RESTARTS if checkpoint_dir else 0),
                 ),
             )
             result = trainer.fit()  # raises TrainingFailedError (the worker's error inside) on a failure
@@ -92,9 +102,26 @@ def fit_on_ray_train(task, report_to_tune: bool = True):
             raise RuntimeError(f"the Ray Train run ended without rank 0's metrics (returned {metrics!r})")
         if DIVERGED in metrics:
             raise TrainingDiverged(*metrics[DIVERGED])
+        if checkpoint_path is not None:  # trainers.fit's contract: the final weights at checkpoint_path
+            fetch_final_weights(task, Path(checkpoint_path))
         return metrics
 
     return fit
+
+
+def fetch_final_weights(task, path: Path) -> None:
+    """Rank 0's final checkpoint (logged to the child run from wherever rank 0 ran) to `path`, for
+    what reads it after training (a study's evals:)."""
+    import mlflow
+
+    with tempfile.TemporaryDirectory(prefix="satsweep-final-") as folder:
+        local = mlflow.artifacts.download_artifacts(
+            run_id=task.run_id,
+            artifact_path=CHECKPOINT_ARTIFACT,
+            dst_path=folder,
+            tracking_uri=task.tracking_uri,
+        )
+        shutil.move(local, path)
 
 
 def train_worker(config: dict) -> dict | None:
@@ -107,6 +134,8 @@ def train_worker(config: dict) -> dict | None:
     cfg = config["config"]
     rank = ray.train.get_context().get_world_rank()
     tag_worker_nodes(rank, config["tracking_uri"], config["run_id"])
+    if rank == 0:
+        tag_start_checkpoint(config.get("checkpoint_dir"), config["tracking_uri"], config["run_id"])
     group = ray.util.get_current_placement_group()
 
     def report_with_group(metrics: dict) -> None:  # the launcher frees the group of a stopped trial
@@ -131,6 +160,14 @@ def train_worker(config: dict) -> dict | None:
                 config["run_id"], str(checkpoint), artifact_path=CHECKPOINT_FOLDER
             )
     return metrics if rank == 0 else None
+
+
+def tag_start_checkpoint(folder: str | None, tracking_uri: str, run_id: str) -> None:
+    """The checkpoint the workers start from (a launch's resume, or Ray Train's restart of the
+    worker group after a worker died), as the child run's tag `sweep.workers_resumed_from`."""
+    latest = latest_valid(folder, log=lambda line: None) if folder else None
+    if latest is not None:
+        client(tracking_uri).set_tag(run_id, "sweep.workers_resumed_from", latest.name)
 
 
 def tag_worker_nodes(rank: int, tracking_uri: str, run_id: str) -> None:
