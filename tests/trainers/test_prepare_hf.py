@@ -221,11 +221,12 @@ def test_a_llama_style_tokenizer_with_bos_and_eos_around_each_document(corpus, t
 
 
 def test_a_tokenizer_json_that_is_not_the_one_the_shards_name_is_refused(corpus, tokenizer_file, tmp_path):
-    from trainers.config import TokenDataConfig
+    from trainers import preflight
 
     out = tmp_path / "o"
     assert _run(corpus, tokenizer_file, out) == 0
-    assert TokenDataConfig(path=str(out)).check("data") == []
+    trial = {"data": {"kind": "tokens", "path": str(out)}, "model": {"preset": "tiny"}}
+    cfg = preflight.load(trial)  # the trial runs on the folder as written
     (out / "tokenizer.json").write_text((out / "tokenizer.json").read_text().replace("alpha", "alpha "))
-    (issue,) = TokenDataConfig(path=str(out)).check("data")
+    (issue,) = preflight.issues(cfg)
     assert issue.path == "data.path" and "not the tokenizer these shards were written with" in issue.problem
