@@ -41,7 +41,7 @@ from sweeps.run.dry_run import plan_text
 from sweeps.run.eval_checks import eval_issues
 from sweeps.run.memory import memory_issues, table_lines
 from sweeps.run.plan import Plan
-from sweeps.run.probe import Probe
+from sweeps.run.probe import Probe, resident_on_device
 from sweeps.run.progress import Progress
 from sweeps.run.tracking import Tracker, open_store, ui_hint, ui_links
 from sweeps.study import Study, load_study, tuning
@@ -172,7 +172,7 @@ def _run(study, fit, stream, launch_id, backend, cluster, probe, costs: dict) ->
         )
     progress.say(f"{plan.remaining()} trial(s) to run, {n} at a time; MLflow parent run {tracker.parent_id}")
     if probe is None:
-        probe = Probe(study, functools.partial(backend.run_task, study), stream)
+        probe = Probe(study, functools.partial(backend.run_task, study), stream, resident_on_device(study))
     driver = Driver(plan, tracker, progress, probe)
     status, scaling = "FINISHED", []
     try:

@@ -190,7 +190,7 @@ def test_a_failing_child_of_the_probe_says_why():
     from sweeps.run.probe import _RoundsChild
 
     arch = {"model": {"preset": "no-such-preset"}, "batch_size": 2, "seq_len": 8, "precision": "32",
-            "compile": False, "num_threads": 1}  # fmt: skip
+            "compile": False, "num_threads": 1, "train": {}}  # fmt: skip
     child = _RoundsChild([{"a": arch}, [1, 2, 1], 1, "a", None])
     with pytest.raises(RuntimeError, match="(?s)child process timing rounds failed.*no-such-preset"):
         child.result()
@@ -211,7 +211,7 @@ def test_a_probe_child_ends_when_its_parent_is_killed(tmp_path):
     model = {"preset": "tiny", "n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "max_seq_len": 16,
              "vocab_size": 64}  # fmt: skip
     arch = {"model": model, "batch_size": 2, "seq_len": 8, "precision": "auto", "compile": False,
-            "num_threads": 1}  # fmt: skip
+            "num_threads": 1, "train": {}}  # fmt: skip
     args = json.dumps([{"a": arch}, [0, 10**7, 1], 1, "a", None])
     code = "\n".join([
         "import subprocess, sys, time",
