@@ -101,6 +101,13 @@ def test_front_throughput_is_the_probe_and_the_trial_clock_stays_informational(t
     (ref,) = [r for r in rows if r["params"]["model.residual"] == "baseline"]
     lo, hi = ref["tokens_per_s_ci"]
     assert lo < hi and lo <= ref["tokens_per_s"] <= hi
+    # the report sets the probe's ratio beside the trials' own (the stand-in's clock: 800 for all)
+    checks = json.loads((study.results_dir() / "pareto" / "pareto.json").read_text())["throughput_check"]
+    (table,) = json.loads((study.results_dir() / "costs.json").read_text()).values()
+    (design,) = [e for e in table.values() if e["arch"]["model"]["residual"]["kind"] != "none"]
+    (check,) = checks.values()
+    assert check["probe"] == design["tokens_per_s_ratio"] and check["trials"] == 1.0 and check["seeds"] == 2
+    assert all(t.user_attrs["train_tokens_per_s"] == 800.0 for t in trials)
 
 
 def test_grid_runs_seed_major(tmp_path):
