@@ -140,3 +140,23 @@ def test_a_cpu_study_keeps_every_model_built():
         launch_plans = {"memory": None}
 
     assert probe_module.resident_on_device(Study()) is False
+
+
+def test_models_park_off_the_gpu_when_the_plan_says_they_do_not_fit_together():
+    from types import SimpleNamespace as NS
+
+    gib = 2**30
+    cfgs = [trial(), TrialConfig.from_dict(tiny_trial(model={"residual": {"kind": "value_residual"}}))]
+
+    def study(gpu_gb, static_gib, peak_gib):
+        plans = [NS(cfg=c, prediction=NS(params=static_gib * gib / 3, optimizer=2 * static_gib * gib / 3,
+                                         peak=peak_gib * gib)) for c in cfgs]  # fmt: skip
+        return NS(resources=NS(gpu_memory_gb=gpu_gb), launch_plans={"memory": plans})
+
+    # budget 0.85 x 80 = 68 GiB: two models' 8 GiB of state and the largest step's own 48 GiB fit
+    assert probe_module.resident_on_device(study(80, 8, 56)) is False
+    # 2 x 20 GiB of state and a step of 40 GiB more do not: one model on the device at a time
+    assert probe_module.resident_on_device(study(80, 20, 60)) is True
+    # the same two points of one architecture count once
+    cfgs[1] = cfgs[0]
+    assert probe_module.resident_on_device(study(80, 20, 60)) is False
