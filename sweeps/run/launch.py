@@ -41,7 +41,8 @@ from sweeps.run.dry_run import plan_text
 from sweeps.run.eval_checks import eval_issues
 from sweeps.run.memory import memory_issues, table_lines
 from sweeps.run.plan import Plan
-from sweeps.run.probe import Probe, resident_on_device
+from sweeps.run.probe import Probe
+from sweeps.run.probe_device import resident_on_device
 from sweeps.run.progress import Progress
 from sweeps.run.tracking import Tracker, open_store, ui_hint, ui_links
 from sweeps.study import Study, load_study, tuning

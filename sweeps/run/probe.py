@@ -40,9 +40,9 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from arch.configtree import ConfigError, Issue
+from arch.configtree import ConfigError
 from sweeps.report.costs import costs_path, entry, load_costs, metric_values, save_costs
-from sweeps.run.memory import gpu_budget
+from sweeps.run.probe_device import DoesNotFit, Guarded, refusal
 from sweeps.study.architecture import arch_key, architecture, tokens_per_step, train_of, without_split
 from sweeps.study.reference import baseline_of
 from trainers.config import resolve_precision
@@ -180,62 +180,12 @@ def _device_name(device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
-class DoesNotFit(Exception):
-    """A probe step of architecture `key` ran out of device memory with `models` models on it."""
-
-    def __init__(self, key: str, models: int):
-        super().__init__(f"{key} does not fit ({models} model(s) on the device)")
-        self.key, self.models = key, models
-
-
-class _Guarded:
-    """A warmed-up step whose out-of-memory error names its architecture (`DoesNotFit`); with
-    `park` (CUDA, `resident`), its model and optimizer state wait in host memory between its turns
-    (`trainers.timing.interleaved` calls `enter` and `leave` around them)."""
-
-    def __init__(self, key: str, step, device, models: int, park: bool = False):
-        self.key, self.step, self.device, self.models, self.park = key, step, device, models, park
-        if park:
-            self.leave()
-
-    def __call__(self) -> None:
-        import torch
-
-        try:
-            self.step()
-        except torch.cuda.OutOfMemoryError as err:
-            raise DoesNotFit(self.key, self.models) from err
-
-    def enter(self) -> None:
-        if self.park:
-            _move(self.step, self.device)
-
-    def leave(self) -> None:
-        if self.park:
-            _move(self.step, "cpu")
-
-
-def _move(step, device) -> None:
-    """A TrialStep's model, optimizer state and batches to `device` (parameters keep their identity,
-    so the optimizer's state stays theirs)."""
-    import torch
-
-    step.model.to(device)
-    for state in step.optimizer.state.values():
-        for name, value in state.items():
-            if isinstance(value, torch.Tensor):
-                state[name] = value.to(device)
-    step.batches = [b.to(device) for b in step.batches]
-    if torch.device(device).type == "cpu":
-        torch.cuda.empty_cache()  # what it held is the next model's
-
-
-def _guarded(key: str, arch: dict, device, models: int, park: bool = False) -> _Guarded:
+def _guarded(key: str, arch: dict, device, models: int, park: bool = False) -> Guarded:
     """`_warm_step` of `arch`, its out-of-memory error (building or warming up) named."""
     import torch
 
     try:
-        return _Guarded(key, _warm_step(arch, device), device, models, park)
+        return Guarded(key, _warm_step(arch, device), device, models, park)
     except torch.cuda.OutOfMemoryError as err:
         raise DoesNotFit(key, models) from err
 
@@ -481,52 +431,3 @@ class Probe:
         if entry is None:
             return {}
         return metric_values(entry["tokens_per_s_ratio"], entry["baseline_tokens_per_s"])
-
-
-def describe_arch(arch: dict) -> str:
-    """`muddformer (model.residual.kind), micro-batch 16 x 4096, grad_accum 4, bf16-true, loss
-    chunked, activation_checkpointing none`: what a refusal names."""
-    train = arch["train"]
-    return (
-        f"model.residual.kind {arch['model']['residual']['kind']}, micro-batch {arch['batch_size']} x "
-        f"{arch['seq_len']}, grad_accum {train['grad_accum']}, precision {arch['precision']}, loss "
-        f"{train['loss']}, activation_checkpointing {train['activation_checkpointing']}"
-    )
-
-
-def refusal(archs: dict[str, dict], does_not_fit: dict, resident: bool) -> Issue:
-    """The Issue of a probe step that ran out of device memory (`time_architectures`)."""
-    arch = archs[does_not_fit["key"]]
-    models = does_not_fit["models"]
-    beside = (
-        f" beside {models - 1} other model(s) of the probe (probe.max_models: 2 builds fewer at once)"
-        if models > 1
-        else " alone on the device"
-    )
-    return Issue(
-        "trial.train.batch_size",
-        f"the cost probe's step of {describe_arch(arch)} ran out of memory on {does_not_fit['device']}"
-        f"{beside}; a trial of it would too. Allowed: a step that fits: train.micro_batch: auto (with "
-        "resources.gpu_memory_gb), a smaller train.batch_size with a larger train.grad_accum, or "
-        "train.activation_checkpointing: blocks"
-        + ("" if resident else "; the probe kept every model of its group on the device"),
-    )
-
-
-def resident_on_device(study) -> bool:
-    """Whether the probe keeps one model on the device at a time: when the memory plan (launch's
-    `launch_plans["memory"]`, sweeps.run.memory) says the distinct architectures' weights and
-    optimizer state together with the largest step's own memory exceed the GPU's budget, or
-    cannot say (no GPU size known). A CPU study (no plan): no."""
-    plans = getattr(study, "launch_plans", {}).get("memory")
-    if not plans:
-        return False
-    budget, _ = gpu_budget(study)
-    if budget is None:
-        return True
-    static: dict[str, int] = {}
-    for pp in plans:
-        p = pp.prediction
-        static[arch_key(architecture(pp.cfg))] = p.params + p.optimizer
-    step = max(pp.prediction.peak - pp.prediction.params - pp.prediction.optimizer for pp in plans)
-    return sum(static.values()) + step > budget

@@ -8,6 +8,7 @@ import torch
 import sweeps.run.probe as probe_module
 from arch.configtree import ConfigError
 from sweeps.run.probe import Probe
+from sweeps.run.probe_device import Guarded, resident_on_device
 from sweeps.study import load_study
 from sweeps.study.architecture import arch_key, architecture, tokens_per_step, train_of, without_split
 from sweeps.study.reference import baseline_of
@@ -126,7 +127,7 @@ def test_interleaving_calls_a_parked_steps_enter_and_leave_around_its_turns():
 
 def test_a_parked_step_keeps_its_optimizer_state_and_trains_on():
     step = probe_module._warm_step(architecture(trial()), torch.device("cpu"))
-    guarded = probe_module._Guarded("k", step, torch.device("cpu"), 1, park=True)
+    guarded = Guarded("k", step, torch.device("cpu"), 1, park=True)
     before = [p.detach().clone() for p in step.model.parameters()]
     guarded.enter()
     guarded()
@@ -139,7 +140,7 @@ def test_a_cpu_study_keeps_every_model_built():
     class Study:
         launch_plans = {"memory": None}
 
-    assert probe_module.resident_on_device(Study()) is False
+    assert resident_on_device(Study()) is False
 
 
 def test_models_park_off_the_gpu_when_the_plan_says_they_do_not_fit_together():
@@ -154,9 +155,9 @@ def test_models_park_off_the_gpu_when_the_plan_says_they_do_not_fit_together():
         return NS(resources=NS(gpu_memory_gb=gpu_gb), launch_plans={"memory": plans})
 
     # budget 0.85 x 80 = 68 GiB: two models' 8 GiB of state and the largest step's own 48 GiB fit
-    assert probe_module.resident_on_device(study(80, 8, 56)) is False
+    assert resident_on_device(study(80, 8, 56)) is False
     # 2 x 20 GiB of state and a step of 40 GiB more do not: one model on the device at a time
-    assert probe_module.resident_on_device(study(80, 20, 60)) is True
+    assert resident_on_device(study(80, 20, 60)) is True
     # the same two points of one architecture count once
     cfgs[1] = cfgs[0]
-    assert probe_module.resident_on_device(study(80, 20, 60)) is False
+    assert resident_on_device(study(80, 20, 60)) is False
