@@ -395,7 +395,7 @@ class Probe:
         )
         self.seconds += time.time() - start
         if "does_not_fit" in result:
-            raise ConfigError([refusal(archs, result["does_not_fit"], self.resident)])
+            raise ConfigError([refusal(archs, result["does_not_fit"])])
         table = self.entries.setdefault(result["machine"], {})
         base_s = result["seconds_per_step"][base_key]
         paired = result["base_seconds_per_step"]

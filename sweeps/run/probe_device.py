@@ -60,8 +60,8 @@ def move(step, device) -> None:
 
 
 def describe_arch(arch: dict) -> str:
-    """`muddformer (model.residual.kind), micro-batch 16 x 4096, grad_accum 4, bf16-true, loss
-    chunked, activation_checkpointing none`: what a refusal names."""
+    """`model.residual.kind muddformer, micro-batch 16 x 4096, grad_accum 4, precision bf16-true,
+    loss chunked, activation_checkpointing none`: what a refusal names."""
     train = arch["train"]
     return (
         f"model.residual.kind {arch['model']['residual']['kind']}, micro-batch {arch['batch_size']} x "
@@ -70,22 +70,26 @@ def describe_arch(arch: dict) -> str:
     )
 
 
-def refusal(archs: dict[str, dict], does_not_fit: dict, resident: bool) -> Issue:
+FITTING_STEP = (
+    "a step that fits: train.micro_batch: auto (with resources.gpu_memory_gb), a smaller "
+    "train.batch_size with a larger train.grad_accum, or train.activation_checkpointing: blocks"
+)
+
+
+def refusal(archs: dict[str, dict], does_not_fit: dict) -> Issue:
     """The Issue of a probe step that ran out of device memory (`time_architectures`)."""
     arch = archs[does_not_fit["key"]]
-    models = does_not_fit["models"]
-    beside = (
-        f" beside {models - 1} other model(s) of the probe (probe.max_models: 2 builds fewer at once)"
-        if models > 1
-        else " alone on the device"
-    )
+    others = does_not_fit["models"] - 1
+    where = f"the cost probe's step of {describe_arch(arch)} ran out of memory on {does_not_fit['device']}"
+    if others:
+        return Issue(
+            "trial.train.batch_size",
+            f"{where} beside {others} other model(s) of the probe. Allowed: probe.max_models: 2 (fewer "
+            f"models on the device at once), or {FITTING_STEP}",
+        )
     return Issue(
         "trial.train.batch_size",
-        f"the cost probe's step of {describe_arch(arch)} ran out of memory on {does_not_fit['device']}"
-        f"{beside}; a trial of it would too. Allowed: a step that fits: train.micro_batch: auto (with "
-        "resources.gpu_memory_gb), a smaller train.batch_size with a larger train.grad_accum, or "
-        "train.activation_checkpointing: blocks"
-        + ("" if resident else "; the probe kept every model of its group on the device"),
+        f"{where} alone on the device: a trial of it would too. Allowed: {FITTING_STEP}",
     )
 
 
