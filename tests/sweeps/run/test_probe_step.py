@@ -13,7 +13,7 @@ from sweeps.study import load_study
 from sweeps.study.architecture import arch_key, architecture, tokens_per_step, train_of, without_split
 from sweeps.study.reference import baseline_of
 from tests.factories import tiny_trial
-from tests.sweeps.helpers import write_study
+from tests.sweeps.helpers import optuna_trials, write_study
 from trainers.config import TrialConfig
 from trainers.optim import build_optimizer
 from trainers.timing import interleaved
@@ -161,3 +161,17 @@ def test_models_park_off_the_gpu_when_the_plan_says_they_do_not_fit_together():
     # the same two points of one architecture count once
     cfgs[1] = cfgs[0]
     assert resident_on_device(study(80, 20, 60)) is False
+
+
+def test_the_launch_exits_2_before_any_trial_when_a_probe_step_does_not_fit(tmp_path, monkeypatch, capsys):
+    from sweeps.run.launch import main
+
+    def never_fits(arch, device):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(probe_module, "_warm_step", never_fits)
+    path = write_study(tmp_path, space=SPACE, probe={"rounds": 2, "steps": 1})
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "trial.train.batch_size: the cost probe's step of model.residual.kind none" in err
+    assert not any(t.user_attrs.get("status") for t in optuna_trials(load_study(path)))  # no trial ran
