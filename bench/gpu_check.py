@@ -23,9 +23,11 @@ Checks, in order (`CHECKS`):
   studies/paper/small.yaml's baseline and SATFormer at the real per-GPU micro-batch the plan lets fit
   this GPU (64 x 4096 when it fits, else the largest that does, with activation checkpointing when
   nothing does without), bf16-true, the trial's loss path (fused with liger-kernel: the plan measured
-  chunked in its place). Passes when the allocator's peak is within the plan's headroom
-  (`memory.HEADROOM`); prints the ratio. NEVER RUN ON A GPU YET (written without one; its Python is
-  tested on CPU at a toy size, tests/bench/test_gpu_check.py).
+  chunked in its place). It also reads what the CPU meter cannot see: the allocator's reserved
+  peak (fragmentation, cached blocks) and the device's whole use (total - free: + the CUDA context),
+  and prints `headroom_needed` = plan peak / device use. Passes when `memory.HEADROOM` is at most
+  that (docs/memory_plan.md: set HEADROOM from these rows). NEVER RUN ON A GPU YET (written
+  without one; its Python is tested on CPU at a toy size, tests/bench/test_gpu_check.py).
 Not checked: NCCL (data parallelism needs two GPUs; NCCL refuses two ranks on one device).
 """
 
@@ -291,6 +293,33 @@ PAPER_SMALL = REPO / "studies" / "paper" / "small.yaml"
 PLAN_DESIGNS = ("baseline", "satformer")
 
 
+def unseen_by_the_cpu(device, allocated_peak: int) -> tuple[int, int]:
+    """(the caching allocator's reserved peak, the bytes in use on the whole device) right after a
+    measured step: what the CPU meter cannot see. Reserved holds the allocated bytes plus the
+    allocator's fragmentation and cached blocks (cuBLAS's workspaces come from it too); the
+    device's use (total - free) adds the CUDA context and the loaded kernels. On CPU both are the
+    allocated peak (nothing else to see)."""
+    import torch
+
+    if torch.device(device).type != "cuda":
+        return allocated_peak, allocated_peak
+    free, total = torch.cuda.mem_get_info(device)
+    return torch.cuda.max_memory_reserved(device), total - free
+
+
+def headroom_check(plan_peak: int, reserved: int, used: int, headroom: float) -> tuple[dict[str, str], bool]:
+    """The plan's headroom against what a GPU really used: `needed` is the largest headroom that
+    would still have covered the device's whole use (plan peak / used); ok when the headroom is
+    at most that (what the plan let fit would have fitted)."""
+    needed = plan_peak / used if used else math.inf
+    values = {
+        "reserved_GiB": f"{reserved / 2**30:.2f}",
+        "device_used_GiB": f"{used / 2**30:.2f}",
+        "headroom_needed": f"{needed:.3f}",
+    }
+    return values, headroom <= needed
+
+
 def check_plan(shards: str, device="cuda", study_path=PAPER_SMALL, overrides=(), budget=None) -> list[Result]:
     """The plan against the allocator (see the module docstring); `budget`: bytes the plan may use
     (default: this GPU's size x the headroom)."""
@@ -324,6 +353,7 @@ def check_plan(shards: str, device="cuda", study_path=PAPER_SMALL, overrides=(),
             loss = setup.loss_asked if torch.device(device).type == "cuda" else setup.loss
             step = measure_at(cfg, setup.precision, loss, setup.blocks, best.rows, seq, device)
             plan_peak = best.peak - (best.grads if best.grad_accum > 1 else 0)  # one step, no accumulation
+            reserved, used = unseen_by_the_cpu(device, step.peak)
             values = {
                 "micro_batch": f"{best.rows}x{seq} (accum {best.grad_accum})",
                 "ckpt": "blocks" if setup.blocks else "none",
@@ -332,7 +362,8 @@ def check_plan(shards: str, device="cuda", study_path=PAPER_SMALL, overrides=(),
                 "allocator_GiB": f"{step.peak / 2**30:.2f}",
                 "ratio": ratio(step.peak, plan_peak),
             }
-            ok = step.peak <= plan_peak / memory.HEADROOM
+            extra, ok = headroom_check(plan_peak, reserved, used, memory.HEADROOM)
+            values.update(extra)
             results.append(Result("plan", f"paper small {label}", ok, values, f"headroom {memory.HEADROOM}"))
         return results
 

@@ -15,6 +15,8 @@ implementation does.
 
 from __future__ import annotations
 
+import types
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -91,8 +93,16 @@ class ReferenceGPT(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return F.linear(self.hidden(tokens), self.tok.weight)  # tied head
 
-    def hidden(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The final norm's output [B, T, d], what the tied head maps to logits."""
+    @property
+    def head(self) -> types.SimpleNamespace:
+        """The tied head as the trainer's step reads it (`head.weight`, trainers.train_step)."""
+        return types.SimpleNamespace(weight=self.tok.weight)
+
+    def hidden(self, tokens: torch.Tensor, checkpoint_blocks: bool = False) -> torch.Tensor:
+        """The final norm's output [B, T, d], what the tied head maps to logits (no activation
+        checkpointing: the plain way)."""
+        if checkpoint_blocks:
+            raise ValueError("the reference GPT does not recompute its blocks")
         t = tokens.shape[1]
         x = self.tok(tokens)
         if "rope" in self.features:

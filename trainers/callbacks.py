@@ -41,19 +41,23 @@ class ModelStats(pl.Callback):
 
 
 class Throughput(pl.Callback):
-    """`train_tokens_per_s`: this trial's training tokens per wall-clock second in steady state.
+    """`train_tokens_per_s`: this trial's training tokens per second of its own training steps.
 
     It shares the machine with whatever else runs, so a sweep does not rank designs by it: the
-    sweep's `tokens_per_s` comes from its cost probe (`sweeps.run.probe`), timed side by side.
+    sweep's `tokens_per_s` comes from its cost probe (`sweeps.run.probe`), timed side by side; the
+    report prints the two ratios side by side (`sweeps.report.throughput`).
 
-    The clock runs between the ends of consecutive optimizer steps, skips the first
-    `warmup_steps` (allocator growth, torch.compile) and stops during validation.
+    The clock runs over each micro-batch, from Lightning's `on_train_batch_start` to its
+    `on_train_batch_end` (forward, loss, backward and, on a step's last micro-batch, clipping and
+    the optimizer step: what the probe times), so validation, the recall probe, checkpoint writes
+    and data loading between batches do not count. It skips the first `warmup_steps` optimizer
+    steps (allocator growth, torch.compile).
     """
 
     def __init__(self, tokens_per_step: int, warmup_steps: int = 5):
         self.tokens_per_step, self.warmup_steps = tokens_per_step, warmup_steps
         self.tokens, self.seconds = 0, 0.0
-        self._last_step, self._t_prev, self._t_val = 0, None, None
+        self._last_step, self._started = 0, None
 
     def _now(self, pl_module) -> float:
         if pl_module.device.type == "cuda":
@@ -61,26 +65,23 @@ class Throughput(pl.Callback):
         return time.perf_counter()
 
     def on_train_start(self, trainer, pl_module) -> None:
-        self._last_step, self._t_prev = trainer.global_step, None
+        self._last_step, self._started = trainer.global_step, None
         # at least one measured step even for tiny runs
         self._skip = min(self.warmup_steps, max(0, trainer.max_steps - trainer.global_step - 2))
 
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        # the micro-batches of optimizer step n run while global_step is n - 1
+        self._started = self._now(pl_module) if trainer.global_step + 1 > self._skip else None
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._started is not None:
+            self.seconds += self._now(pl_module) - self._started
+            self._started = None
         step = trainer.global_step
-        if step == self._last_step:  # inside gradient accumulation
-            return
-        now = self._now(pl_module)
-        if self._t_prev is not None and step > self._skip:
-            self.seconds += now - self._t_prev
-            self.tokens += (step - self._last_step) * self.tokens_per_step
-        self._t_prev, self._last_step = now, step
-
-    def on_validation_start(self, trainer, pl_module) -> None:
-        self._t_val = self._now(pl_module)
-
-    def on_validation_end(self, trainer, pl_module) -> None:
-        if self._t_prev is not None and self._t_val is not None:
-            self._t_prev += self._now(pl_module) - self._t_val  # validation time does not count
+        if step != self._last_step:  # an optimizer step ended with this micro-batch
+            if step > self._skip:
+                self.tokens += (step - self._last_step) * self.tokens_per_step
+            self._last_step = step
 
     def on_validation_epoch_end(self, trainer, pl_module) -> None:
         if self.seconds > 0 and trainer.state.fn == "fit":
@@ -88,7 +89,7 @@ class Throughput(pl.Callback):
 
     @property
     def value(self) -> float:
-        return self.tokens / self.seconds if self.seconds > 0 else float("nan")
+        return self.tokens / self.seconds if self.seconds > 0 and self.tokens else float("nan")
 
     def metrics(self) -> dict[str, float]:
         return {"train_tokens_per_s": self.value}

@@ -156,7 +156,18 @@ def _window_lines(samples, name) -> tuple[list, float, bool]:
         return lines, worst, True
     picks = [lambda t: t[0], lambda t: t[-1], max]  # not lined up: its ends and its largest value
     fitted = [_line(tokens, [pick(t) if t else 0 for t in traces]) for pick in picks]
-    return _upper([f[0] for f in fitted]), max(f[1] for f in fitted), False
+    lines = [f[0] for f in fitted]
+    # ... and each event followed through the samples that do line up, when two or more do (a
+    # kernel that changes its path at the largest length leaves the smaller ones comparable)
+    by_length: dict[int, list[int]] = {}
+    for i, t in enumerate(traces):
+        by_length.setdefault(len(t), []).append(i)
+    groups = [g for n, g in by_length.items() if n and len(g) >= 2]
+    if groups:
+        group = max(groups, key=lambda g: (len(g), max(tokens[i] for i in g)))
+        together = zip(*(traces[i] for i in group), strict=True)
+        lines += [_line([tokens[i] for i in group], values)[0] for values in together]
+    return _upper(lines), max(f[1] for f in fitted), False
 
 
 def fit(m: Measurements, loss_kind: str) -> MemoryFit:

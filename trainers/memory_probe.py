@@ -25,6 +25,7 @@ from trainers.config import TrialConfig
 from trainers.loss import chunk_positions, lm_loss
 from trainers.optim import build_optimizer
 from trainers.step_memory import OPTIMIZER_MARK, StepMemoryMeter, optimizer_state_tensors, tensor_bytes
+from trainers.train_step import BACKWARD_STARTS_OF_BLOCKS, LOSS_STARTS, TrialStep
 
 # (rows, x seq0). The fit varies the length at 2 rows, from 64 positions: the same kernels then make
 # the same sequence of allocations once brief workspace spikes are folded (trainers.memory_fit.collapse;
@@ -34,8 +35,6 @@ FIT_SIZES = ((2, 2), (2, 3), (2, 4))
 CHECK_SIZE = (4, 3)  # held out: another number of rows, more tokens (is it tokens that count?)
 SEQ0 = 32  # the unit of the measuring lengths (at most a quarter of the model's max_seq_len)
 WINDOWS = ("forward", "backward", "optimizer")
-LOSS_STARTS = "satsweep.loss_starts"
-BLOCKS_BACKWARD_STARTS = "satsweep.blocks_backward_starts"  # the gradient of h is made
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,10 +102,10 @@ def measure(
     optimizer = build_optimizer(model, cfg.train)
     vocab = cfg.model.vocab_size
     chunk = chunk_positions(cfg.model.vocab_size)
-    step = _Step(model, optimizer, loss, blocks, autocast_dtype(precision), cfg.train.grad_clip, chunk)
-    step.run(_batch(vocab, 1, seq0), meter=None)  # warm-up: AdamW's state exists from here on
+    step = _step(model, optimizer, loss, blocks, precision, cfg.train.grad_clip, chunk)
+    step.run([_batch(vocab, 1, seq0)])  # warm-up: AdamW's state exists from here on
     sizes = [*FIT_SIZES, *([CHECK_SIZE] if check else [])]
-    samples = [step.measured(_batch(vocab, rows, k * seq0)) for rows, k in sizes]
+    samples = [measured(step, _batch(vocab, rows, k * seq0)) for rows, k in sizes]
     params = list(model.parameters())
     sizes = (
         tensor_bytes(params),
@@ -133,49 +132,29 @@ def _batch(vocab: int, rows: int, seq_len: int) -> torch.Tensor:
     return torch.randint(0, vocab, (rows, seq_len + 1), generator=g)
 
 
-class _Step:
-    """The trainer's step on a fixed batch: forward to the final norm, the loss along its path
-    (`chunk` positions a chunk), backward, clipping, AdamW, zero grads (set to None, as Lightning)."""
+def _step(model, optimizer, loss, blocks, precision, grad_clip, chunk) -> TrialStep:
+    """The trial's step (trainers.train_step) on one micro-batch, measured by `measured`."""
+    return TrialStep(model, optimizer, [], loss, blocks, autocast_dtype(precision), grad_clip, chunk)
 
-    def __init__(self, model, optimizer, loss, blocks, autocast, grad_clip, chunk):
-        self.model, self.optimizer, self.loss, self.blocks = model, optimizer, loss, blocks
-        self.autocast, self.grad_clip, self.chunk = autocast, grad_clip, chunk
 
-    def run(self, x, meter):
-        mark = meter.mark if meter is not None else (lambda name: None)
-        with torch.autocast(x.device.type, dtype=self.autocast, enabled=self.autocast is not None):
-            h = self.model.hidden(x[:, :-1], checkpoint_blocks=self.blocks)
-            h.register_hook(lambda grad: mark(BLOCKS_BACKWARD_STARTS))
-            mark(LOSS_STARTS)
-            loss = lm_loss(self.loss, h, self.model.head.weight, x[:, 1:], chunk=self.chunk)
-        if meter is not None:
-            meter.backward_starts()
-        loss.backward()
-        if meter is not None:
-            meter.optimizer_starts()
-        if self.grad_clip:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-
-    def measured(self, x) -> Sample:
-        """The step at x's shape, measured on x's device (the allocator's peak on CUDA: no trace)."""
-        meter = StepMemoryMeter(x.device, keep_trace=x.device.type == "cpu")
-        meter.start(self.model, self.optimizer, x)
-        self.run(x, meter)
-        reading = meter.stop()
-        rows, width = x.shape
-        if not meter.trace:
-            return Sample(rows, width - 1, {}, 0, reading.peak, reading.activations)
-        trace, marks = meter.trace, meter.marks
-        bounds = [marks[LOSS_STARTS], marks[BLOCKS_BACKWARD_STARTS], marks[OPTIMIZER_MARK]]
-        windows = {
-            "forward": trace[: bounds[0]],
-            "backward": trace[bounds[1] : bounds[2]],
-            "optimizer": trace[bounds[2] :],
-        }
-        loss_start = trace[bounds[0] - 1] if bounds[0] else meter.static
-        return Sample(rows, width - 1, windows, loss_start, reading.peak, reading.activations)
+def measured(step: TrialStep, x) -> Sample:
+    """The step at x's shape, measured on x's device (the allocator's peak on CUDA: no trace)."""
+    meter = StepMemoryMeter(x.device, keep_trace=x.device.type == "cpu")
+    meter.start(step.model, step.optimizer, x)
+    step.run([x], meter)
+    reading = meter.stop()
+    rows, width = x.shape
+    if not meter.trace:
+        return Sample(rows, width - 1, {}, 0, reading.peak, reading.activations)
+    trace, marks = meter.trace, meter.marks
+    bounds = [marks[LOSS_STARTS], marks[BACKWARD_STARTS_OF_BLOCKS], marks[OPTIMIZER_MARK]]
+    windows = {
+        "forward": trace[: bounds[0]],
+        "backward": trace[bounds[1] : bounds[2]],
+        "optimizer": trace[bounds[2] :],
+    }
+    loss_start = trace[bounds[0] - 1] if bounds[0] else meter.static
+    return Sample(rows, width - 1, windows, loss_start, reading.peak, reading.activations)
 
 
 def measure_loss(cfg: TrialConfig, precision: str, loss: str, sizes) -> dict[str, int]:
@@ -212,6 +191,6 @@ def measure_at(
     model = build_model(cfg.model).to(device, dtype=param_dtype(precision))
     optimizer = build_optimizer(model, cfg.train)
     chunk = chunk_positions(cfg.model.vocab_size)
-    step = _Step(model, optimizer, loss, blocks, autocast_dtype(precision), cfg.train.grad_clip, chunk)
-    step.run(_batch(cfg.model.vocab_size, 2, min(seq_len, 2 * SEQ0)).to(device), meter=None)
-    return step.measured(_batch(cfg.model.vocab_size, rows, seq_len).to(device))
+    step = _step(model, optimizer, loss, blocks, precision, cfg.train.grad_clip, chunk)
+    step.run([_batch(cfg.model.vocab_size, 2, min(seq_len, 2 * SEQ0)).to(device)])
+    return measured(step, _batch(cfg.model.vocab_size, rows, seq_len).to(device))

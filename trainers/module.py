@@ -19,9 +19,10 @@ from arch import build_model
 from trainers.checkpoint_files import rng_states, set_rng_states
 from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
-from trainers.loss import IGNORE, eval_sums, lm_loss, resolve_loss
+from trainers.loss import IGNORE, eval_sums, resolve_loss
 from trainers.optim import build_optimizer
 from trainers.schedules import lr_multiplier
+from trainers.train_step import step_loss
 
 __all__ = ["IGNORE", "LanguageModel"]
 
@@ -57,13 +58,10 @@ class LanguageModel(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         inputs, targets = batch
-        if self.record_gates:
-            h, self.last_gates = self._hidden(
-                inputs, return_gates=True, checkpoint_blocks=self.checkpoint_blocks
-            )
-        else:
-            h = self._hidden(inputs, checkpoint_blocks=self.checkpoint_blocks)
-        loss = lm_loss(self.loss_kind, h, self.model.head.weight, targets)
+        loss, gates = step_loss(self._hidden, self.model.head.weight, inputs, targets, self.loss_kind,
+                                self.checkpoint_blocks, return_gates=self.record_gates)  # fmt: skip
+        if gates is not None:
+            self.last_gates = gates
         # Data-parallel: the mean over workers (their shares are the same size), so the logged loss
         # is the global batch's and every worker sees a divergence at the same step.
         shown = self.trainer.strategy.reduce(loss.detach().clone(), reduce_op="mean")

@@ -1,5 +1,7 @@
-"""`synthetic_step`: a model's training step on a fixed batch (the trainer's optimizer groups), what
-bench/ and the sweep's cost probe time (`trainers.timing`) and measure (`trainers.step_memory`)."""
+"""`synthetic_step`: a trial's training step (trainers.train_step.TrialStep: its loss path,
+activation checkpointing, grad_accum micro-batches, clipping and AdamW groups, from a TrainConfig)
+on fixed seed-0 batches, what bench/ and the sweep's cost probe time (`trainers.timing`) and
+measure (`trainers.step_memory`)."""
 
 from __future__ import annotations
 
@@ -9,19 +11,21 @@ import torch
 
 from arch import build_model
 from trainers.config import TrainConfig
+from trainers.loss import resolve_loss
 from trainers.optim import build_optimizer
+from trainers.train_step import TrialStep, fixed_batches
 
 
 @dataclasses.dataclass
 class SyntheticStep:
-    """A model, its optimizer (the trainer's parameter groups), one fixed random batch and the
-    training step on it: what bench/ and the sweep's cost probe time."""
+    """A model, its optimizer (the trainer's parameter groups), fixed random micro-batches and the
+    training step on them: what bench/ and the sweep's cost probe time."""
 
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
-    tokens: torch.Tensor  # [B, T + 1]
-    forward: torch.nn.Module
-    step: object  # () -> None
+    tokens: torch.Tensor  # the first micro-batch, [B, T + 1]
+    forward: torch.nn.Module  # the whole model (compiled with `compile`), for inference
+    step: TrialStep
 
 
 def synthetic_step(
@@ -33,15 +37,32 @@ def synthetic_step(
     compile: bool = False,
     mark=None,
     param_dtype=None,
+    train: TrainConfig | None = None,
 ) -> SyntheticStep:
-    """Builds `model_cfg` (a ModelConfig or its mapping) on `device` with seed 0 and a seed-0 batch;
-    `param_dtype` (e.g. bf16 for precision bf16-true) casts the model, so its optimizer state too."""
+    """Builds `model_cfg` (a ModelConfig or its mapping) on `device` with seed 0 and seed-0 batches;
+    `param_dtype` (e.g. bf16 for precision bf16-true) casts the model, so its optimizer state too;
+    `train`: the trial's optimizer groups, loss path, checkpointing, grad_accum and clipping
+    (default: TrainConfig's); `batch` is one micro-batch's rows."""
     torch.manual_seed(0)
     model = build_model(model_cfg).to(device, dtype=param_dtype)
-    opt = build_optimizer(model, TrainConfig())
+    train = train or TrainConfig()
+    opt = build_optimizer(model, train)
     return synthetic_step_of(
-        model, opt, model.cfg.vocab_size, batch, seq_len, device, autocast_dtype, compile, mark
+        model, opt, model.cfg.vocab_size, batch, seq_len, device, autocast_dtype, compile, mark, train
     )
+
+
+class _BackwardMark:
+    """The meter interface of TrialStep.run for a caller that only marks where backward starts."""
+
+    def __init__(self, backward_starts):
+        self.backward_starts = backward_starts
+
+    def mark(self, name: str) -> None:
+        pass
+
+    def optimizer_starts(self) -> None:
+        pass
 
 
 def synthetic_step_of(
@@ -54,28 +75,17 @@ def synthetic_step_of(
     autocast_dtype=None,
     compile: bool = False,
     mark=None,
+    train: TrainConfig | None = None,
 ) -> SyntheticStep:
-    """The fixed-batch training step of a built model and optimizer (a seed-0 batch of `vocab`)."""
+    """The fixed-batch training step of a built model and optimizer (seed-0 batches of `vocab`);
+    `mark`: called where backward starts."""
+    train = train or TrainConfig()
     forward = torch.compile(model) if compile else model
-    g = torch.Generator().manual_seed(0)
-    x = torch.randint(0, vocab, (batch, seq_len + 1), generator=g).to(device)
-    step = train_step_fn(model, opt, x[:, :-1], x[:, 1:], autocast_dtype, forward, mark)
-    return SyntheticStep(model, opt, x, forward, step)
-
-
-def train_step_fn(model, optimizer, inputs, targets, autocast_dtype=None, forward=None, mark=None):
-    """One training step on a fixed batch (forward, loss, backward, optimizer step, zero grads)."""
-    forward = model if forward is None else forward  # not `or`: a compiled module has no truth value
-    device_type = inputs.device.type
-
-    def step():
-        with torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-            logits = forward(inputs)
-        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
-        if mark is not None:
-            mark()
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
+    hidden = torch.compile(model.hidden) if compile else model.hidden
+    batches = fixed_batches(vocab, batch, seq_len, train.grad_accum, device)
+    loss = resolve_loss(train.loss, torch.device(device), batch, seq_len, vocab)
+    blocks = train.activation_checkpointing == "blocks"
+    marks = None if mark is None else _BackwardMark(mark)
+    clip = train.grad_clip
+    step = TrialStep(model, opt, batches, loss, blocks, autocast_dtype, clip, hidden=hidden, meter=marks)
+    return SyntheticStep(model, opt, batches[0], forward, step)

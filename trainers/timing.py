@@ -55,7 +55,8 @@ def interleaved(
     """Times `steps` (name -> a warmed-up step) in `rounds` interleaved rounds of `per_round`
     steps each, or in the rounds a range numbers: a share of the rounds timed in its own process
     keeps those rounds' rotation. `threads`: torch CPU threads for some names (others run at the
-    current setting)."""
+    current setting). A step with `enter` and `leave` methods has them called, untimed, before and
+    after its turn in a round (the cost probe parks a model off the device between its turns)."""
     names = list(steps)
     default_threads = torch.get_num_threads()
     wall: dict[str, list[float]] = {n: [] for n in names}
@@ -65,7 +66,10 @@ def interleaved(
         for r in range(rounds) if isinstance(rounds, int) else rounds:
             for name in names[r % len(names) :] + names[: r % len(names)]:  # no model always first
                 torch.set_num_threads((threads or {}).get(name, default_threads))
-                timed = [_time_step(steps[name], device) for _ in range(per_round)]
+                step = steps[name]
+                getattr(step, "enter", _nothing)()  # a step parked off the device between its turns
+                timed = [_time_step(step, device) for _ in range(per_round)]
+                getattr(step, "leave", _nothing)()
                 best = min(timed)
                 wall[name].append(best[0])
                 cpu[name].append(best[1])
@@ -73,6 +77,10 @@ def interleaved(
     finally:
         torch.set_num_threads(default_threads)
     return Timings(wall, cpu, thread)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _time_step(step: Callable[[], object], device) -> tuple[float, float, float]:

@@ -16,9 +16,23 @@ from collections.abc import Mapping
 from optuna.trial import TrialState
 
 from sweeps.report import equal_cost, importance, paired_curves
-from sweeps.report.costs import costs_path, load_costs, round_samples, scale_samples
+from sweeps.report.costs import (
+    costs_path,
+    load_costs,
+    probe_entry,
+    round_samples,
+    scale_samples,
+    throughput_check,
+)
 from sweeps.report.fronts import compute, is_reference
-from sweeps.report.outputs import conclusions_text, row_name, table_text, tuned_text, write_files
+from sweeps.report.outputs import (
+    conclusions_text,
+    row_name,
+    table_text,
+    throughput_text,
+    tuned_text,
+    write_files,
+)
 from sweeps.report.stats import median_interval
 from sweeps.report.verdicts import rule_for
 from sweeps.study import tuning
@@ -59,6 +73,7 @@ def fronts_for(study, trials, replicates: int = REPLICATES, plan=None) -> dict:
     result["machines"] = machines(entries)
     if study.rungs:  # what the per-rung conclusions name: each rung's size and budget
         result["rungs"] = {r["label"]: {"params": r["params"], "tokens": r["tokens"]} for r in study.rungs}
+    result["throughput_check"] = own_speed_check(study, complete, references)
     speed = metrics_table.TOKENS_PER_S
     scales = probe_scales(plan, complete, entries) if speed in robust else {}
     for row in result["points"]:  # the probe's baseline: the interval of its own timings
@@ -82,6 +97,8 @@ def report_fronts(study, trials, tracker=None, stream=None, plan=None) -> dict[s
     if result.get("tuned"):
         print(tuned_text(result), file=stream)
     print(conclusions_text(result), file=stream)
+    if result.get("throughput_check"):
+        print(throughput_text(result), file=stream)
     if result.get("machines"):
         print(machines_text(result["machines"]), file=stream)
     for path in paths:
@@ -163,6 +180,22 @@ def machines(entries: dict) -> list[str]:
     each entry's kernels; entries from before they were recorded: none)."""
     found = {describe(e["kernels"]) for table in entries.values() for e in table.values() if "kernels" in e}
     return sorted(found)
+
+
+def own_speed_check(study, trials, references: dict[str, str]) -> dict[str, dict]:
+    """`costs.throughput_check` of the completed `trials`: the cost probe's ratio (from its cache,
+    whatever the objectives) beside the trials' own `train_tokens_per_s` (kept on each trial)."""
+    entries = load_costs(costs_path(study))
+    speeds: dict[str, list[float]] = {}
+    probe: dict[str, float] = {}
+    for t in trials:
+        record = RunRecord.of(t)
+        pid = record.point
+        if (own := record.train_tokens_per_s) is not None:
+            speeds.setdefault(pid, []).append(own)
+        if pid not in probe and (entry := probe_entry(entries, study.trial_config(dict(t.params)))):
+            probe[pid] = entry["tokens_per_s_ratio"]
+    return throughput_check(speeds, references, probe)
 
 
 def machines_text(names: list[str]) -> str:

@@ -50,19 +50,16 @@ def load_costs(path: Path) -> dict:
 def scale_samples(entries: dict, cfg) -> list[float]:
     """tokens/s of each timing of the absolute scale when `cfg`'s architecture is the probe's
     baseline (its rounds are ratios to itself, all 1), else [] (entries from before: [])."""
-    key = arch_key(architecture(cfg))
-    found = [table[key] for table in entries.values() if key in table]
-    return list(found[-1].get("baseline_tokens_per_s_samples", [])) if found else []
+    found = probe_entry(entries, cfg)
+    return list(found.get("baseline_tokens_per_s_samples", [])) if found else []
 
 
 def round_samples(entries: dict, cfg) -> dict[str, dict[str, float]]:
     """Each probe metric's value in each probe round of `cfg`'s architecture in the cache
     `entries`, {metric: {round: value}} ({} when never probed)."""
-    key = arch_key(architecture(cfg))
-    found = [table[key] for table in entries.values() if key in table]
-    if not found:
+    entry = probe_entry(entries, cfg)
+    if entry is None:
         return {}
-    entry = found[-1]  # probed on several machines: the last one written
     per_round = [metric_values(ratio, entry["baseline_tokens_per_s"]) for ratio in entry["ratios"]]
     names = per_round[0] if per_round else {}
     return {name: {f"round{r}": v[name] for r, v in enumerate(per_round)} for name in names}
@@ -73,3 +70,36 @@ def save_costs(path: Path, entries: dict) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(entries, indent=1, sort_keys=True))
     tmp.replace(path)  # atomic: a crash leaves the old file or the new one
+
+
+# The trial's own clock (trainers.callbacks.Throughput), kept on its Optuna trial by the driver.
+OWN_SPEED = "train_tokens_per_s"
+
+
+def probe_entry(entries: dict, cfg) -> dict | None:
+    """The cache's entry of `cfg`'s architecture (probed on several machines: the last written)."""
+    key = arch_key(architecture(cfg))
+    found = [table[key] for table in entries.values() if key in table]
+    return found[-1] if found else None
+
+
+def throughput_check(
+    points: dict[str, list[float]], references: dict[str, str], probe: dict[str, float]
+) -> dict[str, dict]:
+    """The probe's ratio beside the trials' own, per point against its reference: `points` {point:
+    the train_tokens_per_s of each of its trials}, `references` {point: its reference point},
+    `probe` {point: the probe's tokens_per_s_ratio (to the baseline of its shape)}. Against a
+    reference that is not the baseline, the probe's ratio is the point's over the reference's.
+    The trials' own ratio is the point's median over its trials over the reference's median
+    (trials run one after another, not side by side: nothing to pair)."""
+    out = {}
+    for pid, ref in references.items():
+        if pid == ref or pid not in probe or ref not in probe:
+            continue
+        row = {"probe": probe[pid] / probe[ref]}
+        own, base = points.get(pid), points.get(ref)
+        if own and base:
+            row.update(trials=statistics.median(own) / statistics.median(base), seeds=len(own),
+                       reference_seeds=len(base))  # fmt: skip
+        out[pid] = row
+    return out

@@ -127,6 +127,25 @@ def tuned_text(result: Mapping) -> str:
     return "\n".join(lines)
 
 
+def throughput_text(result: Mapping) -> str:
+    """The cost probe's speed ratio beside the trials' own, per point against its reference."""
+    names = {r["point"]: row_name(r) for r in result["points"]}
+    lines = [
+        "throughput against the reference: the cost probe's ratio (side by side, interleaved rounds) and "
+        "the trials' own (train_tokens_per_s: each trial's training steps on its own clock, the median "
+        "over its seeds over the reference's; trials share the machine with whatever else runs)"
+    ]
+    for pid, row in result["throughput_check"].items():
+        own = (
+            f"trials {row['trials']:.3f}x ({row['seeds']} vs {row['reference_seeds']} trial(s)); "
+            f"trials/probe {row['trials'] / row['probe']:.3f}"
+            if "trials" in row
+            else "trials: no train_tokens_per_s recorded"
+        )
+        lines.append(f"  {names.get(pid, pid)}: probe {row['probe']:.3f}x; {own}")
+    return "\n".join(lines)
+
+
 def verdicts_note(result: Mapping) -> str:
     """How the verdicts were reached, e.g. `95%, Holm over 8 comparison(s), looks at 3..5 seeds,
     Lan-DeMets O'Brien-Fleming-type alpha spending`."""

@@ -12,8 +12,10 @@ driver.end(run, outcome)          # the probe's tokens_per_s joins the trial's m
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
+from sweeps.report.costs import OWN_SPEED
 from sweeps.run import resume
 from sweeps.run.eval_checks import include_path
 from sweeps.run.plan import Plan, RunSpec
@@ -90,6 +92,9 @@ class Driver:
             if values is None:
                 missing = [o.metric for o in self.plan.study.objectives if o.metric not in outcome.metrics]
                 status, error = "error", f"objective metrics not reported: {', '.join(missing)}"
+        own = outcome.metrics.get(OWN_SPEED) if outcome.metrics else None
+        if own is not None and math.isfinite(own):  # the report sets it beside the probe's ratio
+            RunRecord.write(run.trial, train_tokens_per_s=own)
         wall = time.time() - self.began.pop(run.number, time.time())
         RunRecord.write(run.trial, status=status, train_s=round(outcome.wall_s, 2), wall_s=round(wall, 2))
         if status not in ("ok", "pruned"):

@@ -44,6 +44,7 @@ from sweeps.run.memory import memory_plan, table_lines
 from sweeps.run.plan import Plan
 from sweeps.run.preflight import preflight
 from sweeps.run.probe import Probe
+from sweeps.run.probe_device import resident_on_device
 from sweeps.run.progress import Progress
 from sweeps.run.tracking import Tracker, open_store, ui_hint, ui_links
 from sweeps.study import Study, load_study
@@ -185,7 +186,7 @@ def _run(resolved, fit, stream, launch_id, backend, cluster, probe, costs: dict)
         )
     progress.say(f"{plan.remaining()} trial(s) to run, {n} at a time; MLflow parent run {tracker.parent_id}")
     if probe is None:
-        probe = Probe(study, functools.partial(backend.run_task, study), stream)
+        probe = Probe(study, functools.partial(backend.run_task, study), stream, resident_on_device(study))
     driver = Driver(plan, tracker, progress, probe)
     status, scaling = "FINISHED", []
     try:

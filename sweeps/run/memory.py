@@ -38,9 +38,10 @@ from trainers.memory_probe import Measurements, measure
 # The share of a GPU the predicted peak may use. The CPU meter counts tensors only: the CUDA context
 # (~0.5-1 GiB), the caching allocator's fragmentation (reserved above allocated), cuBLAS and attention
 # kernels' workspaces, NCCL's buffers, and CUDA autocast's own casts are not in it. 0.85 is a choice,
-# not a measurement (no GPU here): bench/gpu_check.py compares the plan with the allocator's peak.
+# not a measurement (no GPU here); the rule that sets it: docs/memory_plan.md ("What the CPU cannot
+# see"), from bench/gpu_check.py's `headroom_needed` on the first GPU.
 HEADROOM = 0.85
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: measured with trainers.train_step (no disabled autocast context around fp32 steps)
 
 
 @dataclasses.dataclass(frozen=True)

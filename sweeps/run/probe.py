@@ -40,8 +40,10 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from arch.configtree import ConfigError
 from sweeps.report.costs import costs_path, entry, load_costs, metric_values, save_costs
-from sweeps.study.architecture import arch_key, architecture
+from sweeps.run.probe_device import DoesNotFit, Guarded, refusal
+from sweeps.study.architecture import arch_key, architecture, tokens_per_step, train_of, without_split
 from sweeps.study.reference import baseline_of
 from trainers.host import keep_freed_memory
 from trainers.machine import kernels, resolve_precision
@@ -67,7 +69,12 @@ TRIAL_THREADS_SAMPLES_PER_ROUND = 0.5
 
 
 def time_architectures(
-    archs: dict[str, dict], rounds: int, steps: int, base_key: str, max_models: int | None = None
+    archs: dict[str, dict],
+    rounds: int,
+    steps: int,
+    base_key: str,
+    max_models: int | None = None,
+    resident: bool = False,
 ) -> dict:
     """Seconds per training step of each architecture, per round, interleaved
     (`trainers.timing.interleaved`: every model built once); runs anywhere (a Ray task included):
@@ -75,7 +82,12 @@ def time_architectures(
 
     `max_models`: how many models are built at once (None: all). With fewer, the architectures
     are timed in groups, each with the baseline, and each ratio pairs with its own group's
-    baseline rounds (`base_seconds_per_step`).
+    baseline rounds (`base_seconds_per_step`). `resident` (CUDA): one model on the device at a time,
+    the others' weights and optimizer state parked in host memory between their turns (moved
+    outside the timed steps), for models that do not fit the device together.
+
+    A step that runs out of device memory ends the probe with `{"does_not_fit": ...}` (the
+    architecture's key, how many models were on the device), which `Probe` turns into a refusal.
 
     On CPU the rounds run on one thread: a step on two threads waits at every parallel region
     for the slower thread, so another job on one core of a small machine moves every ratio (it
@@ -90,17 +102,30 @@ def time_architectures(
     on a core of its own). On a GPU every timing runs in this process at the trial's setting
     (wall), and the baseline's own rounds give the absolute tokens/s.
     """
-    import math
 
     import torch
 
     trial_threads = archs[base_key]["num_threads"] or torch.get_num_threads()
     device = _device()
+    try:
+        return _time_architectures(
+            archs, rounds, steps, base_key, max_models, resident, trial_threads, device
+        )
+    except DoesNotFit as err:
+        return {"does_not_fit": {"key": err.key, "models": err.models, "device": _device_name(device)},
+                "machine": machine_key(trial_threads)}  # fmt: skip
+
+
+def _time_architectures(archs, rounds, steps, base_key, max_models, resident, trial_threads, device) -> dict:
+    import math
+
     if len(archs) == 1:  # the baseline alone: no ratio to pair, only its absolute speed to time
         samples = math.ceil(rounds * TRIAL_THREADS_SAMPLES_PER_ROUND)
         return _time_baseline_alone(archs[base_key], base_key, samples, steps, trial_threads, device)
     if device.type == "cuda":
-        seconds, base_seconds = time_rounds(archs, range(rounds), steps, base_key, max_models, trial_threads)
+        seconds, base_seconds = time_rounds(
+            archs, range(rounds), steps, base_key, max_models, trial_threads, resident
+        )
         trial_seconds, processes = seconds[base_key], 1
     else:
         processes = max(1, min(trial_threads, rounds, _usable_cpus()))
@@ -108,7 +133,7 @@ def time_architectures(
         seconds, base_seconds = _time_shares(archs, shares, steps, base_key, max_models)
         trial_seconds = seconds[base_key]
         if trial_threads > 1:  # alone now: every core the trial has is free
-            baseline = {TRIAL_THREADS: _warm_step(archs[base_key], device)}
+            baseline = {TRIAL_THREADS: _guarded(base_key, archs[base_key], device, 1)}
             samples = math.ceil(rounds * TRIAL_THREADS_SAMPLES_PER_ROUND)
             trial_seconds = _interleaved(baseline, range(samples), steps, trial_threads, device)[
                 TRIAL_THREADS
@@ -129,7 +154,7 @@ def _time_baseline_alone(arch: dict, key: str, samples: int, steps: int, threads
     round, so only its absolute speed is timed, in `samples` samples at the trial's threads, here
     (one process: no child process, no model built twice)."""
     keep_freed_memory()  # as the trials run
-    seconds = _interleaved({key: _warm_step(arch, device)}, range(samples), steps, threads, device)[key]
+    seconds = _interleaved({key: _guarded(key, arch, device, 1)}, range(samples), steps, threads, device)[key]
     one_thread_cpu = device.type == "cpu" and threads == 1
     return {
         "seconds_per_step": {key: seconds},
@@ -148,8 +173,30 @@ def _device():
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def _device_name(device) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def _guarded(key: str, arch: dict, device, models: int, park: bool = False) -> Guarded:
+    """`_warm_step` of `arch`, its out-of-memory error (building or warming up) named."""
+    import torch
+
+    try:
+        return Guarded(key, _warm_step(arch, device), device, models, park)
+    except torch.cuda.OutOfMemoryError as err:
+        raise DoesNotFit(key, models) from err
+
+
 def time_rounds(
-    archs: dict[str, dict], rounds: range, steps: int, base_key: str, max_models: int | None, threads: int
+    archs: dict[str, dict],
+    rounds: range,
+    steps: int,
+    base_key: str,
+    max_models: int | None,
+    threads: int,
+    resident: bool = False,
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """The interleaved `rounds` of every architecture at `threads` torch threads, in this process:
     (seconds per step of each, seconds per step of the baseline paired with each)."""
@@ -164,8 +211,11 @@ def time_rounds(
     groups = [others[i : i + size] for i in range(0, len(others), size)] or [[]]
     seconds: dict[str, list[float]] = {}
     base_seconds: dict[str, list[float]] = {}
+    park = resident and device.type == "cuda"
     for i, group in enumerate(groups):
-        built = {k: _warm_step(archs[k], device) for k in (base_key, *group)}
+        built = {}
+        for k in (base_key, *group):  # parked: one on the device; else all of the group
+            built[k] = _guarded(k, archs[k], device, 1 if park else len(group) + 1, park)
         wall = _interleaved(built, rounds, steps, threads, device)
         if i == 0:
             seconds[base_key] = base_seconds[base_key] = wall[base_key]
@@ -264,16 +314,19 @@ def _rounds_child_main() -> None:
 
 
 def _warm_step(arch: dict, device):
-    """The architecture's synthetic training step, built and run once (optimizer state, allocator
-    warm-up, compile)."""
+    """The architecture's training step as its trial runs it (`trainers.train_step` through
+    `synthetic_step`: the trial's precision, loss path, activation checkpointing, micro-batch and
+    grad_accum, clipping and AdamW groups: `sweeps.study.architecture.train_of`), built and run once
+    (optimizer state, allocator warm-up, compile)."""
     import torch
 
-    precision = resolve_precision(arch["precision"]) if device.type == "cuda" else "32-true"
+    train = train_of(arch)
+    precision = resolve_precision(train.precision)
     autocast = torch.bfloat16 if precision == "bf16-mixed" else None
     cast = torch.bfloat16 if precision == "bf16-true" else None
     step = synthetic_step(
-        arch["model"], arch["batch_size"], arch["seq_len"], device, autocast, arch["compile"],
-        param_dtype=cast,
+        arch["model"], arch["batch_size"], arch["seq_len"], device, autocast, train.compile,
+        param_dtype=cast, train=train,
     ).step  # fmt: skip
     step()
     return step
@@ -283,17 +336,25 @@ class Probe:
     """The cost probe of one study (see the module docstring).
 
     `run_task(fn, *args)` runs `fn` where trials run (the backend's). `ensure(configs)` times the
-    architectures of `configs` not cached yet; `metrics(config)` gives the probe's values."""
+    architectures of `configs` not cached yet; `metrics(config)` gives the probe's values.
+    `resident`: one model on the device at a time (`time_architectures`; `resident_on_device`).
 
-    def __init__(self, study, run_task: Callable | None = None, stream=None):
+    Under `train.micro_batch: auto` designs may run other micro-batch splits of the same global
+    batch; a design is timed against the baseline at the baseline's own split (the one its trial
+    runs, when a baseline config of the same global batch is among those ensured), and a probe
+    step is one optimizer step (all its micro-batches), so the two cover the same tokens."""
+
+    def __init__(self, study, run_task: Callable | None = None, stream=None, resident: bool = False):
         self.path = costs_path(study)
         self.rounds, self.steps = study.probe.rounds, study.probe.steps
         self.max_models = study.probe.max_models
+        self.resident = resident
         self.run_task = run_task or (lambda fn, *args: fn(*args))
         self.stream = stream
         self.machine = None
         self.entries = load_costs(self.path)
         self.seconds = 0.0
+        self.baselines: dict[str, dict] = {}  # split-free key -> the baseline trial's own architecture
 
     def __getstate__(self):  # Ray Tune pickles its search algorithm (and so the driver and this)
         return {**self.__dict__, "stream": None, "run_task": None}
@@ -301,13 +362,23 @@ class Probe:
     def _cached(self, key: str) -> dict | None:
         return self.entries.get(self.machine, {}).get(key)
 
+    def baseline_for(self, arch: dict) -> dict:
+        """The probe's baseline of `arch`: the baseline residual at the baseline trial's own split
+        when one was ensured, else at `arch`'s."""
+        base = baseline_of(arch)
+        return self.baselines.get(arch_key(without_split(base)), base)
+
     def ensure(self, configs: Iterable) -> None:
+        configs = list(configs)
+        archs = [architecture(cfg) for cfg in configs]
+        for arch in archs:
+            if arch == baseline_of(arch):  # a baseline trial: its split is the one to pair with
+                self.baselines.setdefault(arch_key(without_split(arch)), arch)
         groups: dict[str, dict] = {}
-        for cfg in configs:
+        for cfg, arch in zip(configs, archs, strict=True):
             if self.machine is None:  # where trials run, asked once (a Ray task for backend ray)
                 self.machine = self.run_task(machine_key, cfg.train.num_threads)
-            arch = architecture(cfg)
-            base = baseline_of(arch)
+            base = self.baseline_for(arch)
             group = groups.setdefault(arch_key(base), {"baseline": base, "archs": {}})
             group["archs"][arch_key(arch)] = arch
         for base_key, group in groups.items():
@@ -318,12 +389,16 @@ class Probe:
     def _measure(self, base_key: str, baseline: dict, missing: dict[str, dict]) -> None:
         start = time.time()
         archs = {base_key: baseline, **missing}
-        result = self.run_task(time_architectures, archs, self.rounds, self.steps, base_key, self.max_models)
+        result = self.run_task(
+            time_architectures, archs, self.rounds, self.steps, base_key, self.max_models, self.resident
+        )
         self.seconds += time.time() - start
+        if "does_not_fit" in result:
+            raise ConfigError([refusal(archs, result["does_not_fit"])])
         table = self.entries.setdefault(result["machine"], {})
         base_s = result["seconds_per_step"][base_key]
         paired = result["base_seconds_per_step"]
-        tokens = baseline["batch_size"] * baseline["seq_len"] * baseline.get("workers", 1)
+        tokens = tokens_per_step(baseline)
         if base_key not in table:
             base_tps = tokens / statistics.median(result["trial_threads_seconds"])
             table[base_key] = entry(baseline, base_s, base_s, base_tps, result["clock"])

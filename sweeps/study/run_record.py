@@ -38,6 +38,7 @@ class RunRecord:
     error: str | None = None
     train_s: float | None = None
     wall_s: float | None = None
+    train_tokens_per_s: float | None = None  # the run's own training speed (steps only)
 
     @classmethod
     def of(cls, trial) -> RunRecord:

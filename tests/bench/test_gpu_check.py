@@ -147,3 +147,13 @@ def test_plan_check_at_a_toy_size_on_cpu(shards):
     for r in results:
         assert r.ok and r.values["micro_batch"] == "2x128 (accum 1)", format_table(results)
         assert 0.97 <= float(r.values["ratio"].rstrip("x")) <= 1.03  # the meter against its own plan
+        assert r.values["device_used_GiB"] == r.values["allocator_GiB"]  # a CPU has nothing more to see
+
+
+def test_the_headroom_is_checked_against_the_devices_whole_use():
+    gib = 2**30
+    # planned 68 GiB; the device used 76 (context, fragmentation): 0.85 would have let it fit 80
+    values, ok = gpu_check.headroom_check(68 * gib, 74 * gib, 76 * gib, 0.85)
+    assert ok and values["headroom_needed"] == "0.895" and values["reserved_GiB"] == "74.00"
+    _, ok = gpu_check.headroom_check(68 * gib, 78 * gib, 82 * gib, 0.85)  # 0.829 needed: 0.85 too loose
+    assert not ok

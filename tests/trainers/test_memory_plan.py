@@ -37,6 +37,20 @@ def test_the_plan_predicts_a_larger_measured_batch(kind, precision, loss, blocks
     assert abs(plan.check["predicted"] - plan.check["measured"]) <= TOLERANCE * plan.check["measured"]
 
 
+def test_a_window_whose_events_line_up_at_two_lengths_only_is_still_followed_event_by_event():
+    # The paper's Hyper-Connections with blocks recomputed: its backward makes fewer events at 128
+    # positions than at 64 and 96; the lines through the ends and the largest value alone
+    # predicted 10% under the measured peak at 16x the samples (docs/memory_plan.md).
+    from arch.paper_designs import PAPER_DESIGNS
+
+    model = {"preset": "tiny", **MODEL, "residual": PAPER_DESIGNS["hyper_connections"]}  # bench.memory_plan's
+    cfg = TrialConfig.from_dict({"model": model, "data": {"kind": "mqar", "vocab": 64, "seq_len": 32}})
+    torch.set_num_threads(1)
+    plan = fit(measure(cfg, "32-true", "plain", True, up_to=8 * 512, check=False), "plain")
+    measured = measure_at(cfg, "32-true", "plain", True, 8, 512)  # 16 x the largest sample
+    assert abs(plan.predict(8, 512).peak - measured.peak) <= TOLERANCE * measured.peak
+
+
 def test_collapse_folds_a_workspace_spike_into_its_level():
     # level 10, a spike of 5 freed at once, a nested spike 3 inside 4; then a lasting allocation
     assert collapse([10, 15, 10, 14, 17, 14, 10, 30]) == [10 + 7, 30]

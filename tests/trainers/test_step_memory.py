@@ -8,7 +8,7 @@ from trainers.config import TrainConfig
 from trainers.fit import fit
 from trainers.optim import build_optimizer
 from trainers.step_memory import StepMemoryMeter, tensor_bytes
-from trainers.synthetic_step import train_step_fn
+from trainers.synthetic_step import synthetic_step_of
 
 B, D_IN, D_OUT = 8, 64, 32  # batch, in features, out features
 F32 = 4
@@ -58,9 +58,9 @@ def step_peak(residual: dict) -> float:
     torch.manual_seed(0)
     model = build_model({"preset": "tiny", "n_layers": 3, "residual": residual})
     opt = build_optimizer(model, TrainConfig())
-    x = torch.randint(0, 256, (4, 33))
     meter = StepMemoryMeter("cpu")
-    step = train_step_fn(model, opt, x[:, :-1], x[:, 1:], mark=meter.backward_starts)
+    built = synthetic_step_of(model, opt, 256, 4, 32, "cpu", mark=meter.backward_starts)
+    step, x = built.step, built.tokens
     step()
     meter.start(model, opt, [x])
     step()

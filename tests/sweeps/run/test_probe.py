@@ -102,6 +102,13 @@ def test_front_throughput_is_the_probe_and_the_trial_clock_stays_informational(t
     (ref,) = [r for r in rows if r["params"]["model.residual"] == "baseline"]
     lo, hi = ref["tokens_per_s_ci"]
     assert lo < hi and lo <= ref["tokens_per_s"] <= hi
+    # the report sets the probe's ratio beside the trials' own (the stand-in's clock: 800 for all)
+    checks = json.loads((study.results_dir() / "pareto" / "pareto.json").read_text())["throughput_check"]
+    (table,) = json.loads((study.results_dir() / "costs.json").read_text()).values()
+    (design,) = [e for e in table.values() if e["arch"]["model"]["residual"]["kind"] != "none"]
+    (check,) = checks.values()
+    assert check["probe"] == design["tokens_per_s_ratio"] and check["trials"] == 1.0 and check["seeds"] == 2
+    assert all(t.user_attrs["train_tokens_per_s"] == 800.0 for t in trials)
 
 
 def test_grid_runs_seed_major(tmp_path):
@@ -191,7 +198,7 @@ def test_a_failing_child_of_the_probe_says_why():
     from sweeps.run.probe import _RoundsChild
 
     arch = {"model": {"preset": "no-such-preset"}, "batch_size": 2, "seq_len": 8, "precision": "32",
-            "compile": False, "num_threads": 1}  # fmt: skip
+            "compile": False, "num_threads": 1, "train": {}}  # fmt: skip
     child = _RoundsChild([{"a": arch}, [1, 2, 1], 1, "a", None])
     with pytest.raises(RuntimeError, match="(?s)child process timing rounds failed.*no-such-preset"):
         child.result()
@@ -212,7 +219,7 @@ def test_a_probe_child_ends_when_its_parent_is_killed(tmp_path):
     model = {"preset": "tiny", "n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "max_seq_len": 16,
              "vocab_size": 64}  # fmt: skip
     arch = {"model": model, "batch_size": 2, "seq_len": 8, "precision": "auto", "compile": False,
-            "num_threads": 1}  # fmt: skip
+            "num_threads": 1, "train": {}}  # fmt: skip
     args = json.dumps([{"a": arch}, [0, 10**7, 1], 1, "a", None])
     code = "\n".join([
         "import subprocess, sys, time",
