@@ -1,0 +1,48 @@
+"""A trial's tokenizer as the files `AutoTokenizer.from_pretrained(DIR)` reads.
+
+The byte tokenizer becomes a tokenizer.json of 256 tokens, token id b for byte b: GPT-2's
+byte-level alphabet (each byte one printable character), a BPE model with no merges, the
+byte-level pre-tokenizer without its regex split (nothing to split: no merges) and decoder. A BPE
+trial's own tokenizer.json is written as it is. Neither has special tokens, so tokenizer_config
+names none (lm-eval's `--model hf` then uses its prefix token id: pass `prefix_token_id`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def byte_tokenizer_json() -> str:
+    """tokenizer.json text of the 256-id byte tokenizer (id b <-> byte b)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    alphabet = _bytes_to_unicode()
+    vocab = {alphabet[b]: b for b in range(256)}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    return tok.to_str()
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map of the 256 bytes onto printable characters (the byte-level
+    pre-tokenizer's alphabet): printable Latin-1 bytes map to themselves, the rest to 256 + n."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    out, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + extra)
+            extra += 1
+    return out
+
+
+def write_tokenizer(folder: Path, tokenizer_json: str, max_length: int) -> None:
+    (folder / "tokenizer.json").write_text(tokenizer_json)
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": max_length,
+        "clean_up_tokenization_spaces": False,
+    }
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
