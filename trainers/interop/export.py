@@ -55,7 +55,8 @@ def import_state(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return state
 
 
-def write_export(model: torch.nn.Module, out: Path, tokenizer_json: str | None = None, source: str = "") -> Path:
+def write_export(model: torch.nn.Module, out: Path, tokenizer_json: str | None = None,
+                 source: str = "") -> Path:  # fmt: skip
     """Writes the folder for an arch `model`; `tokenizer_json`: the trial's tokenizer (None: none)."""
     from safetensors.torch import save_file  # the interop extra: only exports need it
 

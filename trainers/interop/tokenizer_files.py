@@ -3,8 +3,13 @@
 The byte tokenizer becomes a tokenizer.json of 256 tokens, token id b for byte b: GPT-2's
 byte-level alphabet (each byte one printable character), a BPE model with no merges, the
 byte-level pre-tokenizer without its regex split (nothing to split: no merges) and decoder. A BPE
-trial's own tokenizer.json is written as it is. Neither has special tokens, so tokenizer_config
-names none (lm-eval's `--model hf` then uses its prefix token id: pass `prefix_token_id`)."""
+trial's own tokenizer.json is written as it is. Neither has special tokens: tokenizer_config
+names the token of id 0 as the padding token (a batch's padding is masked, so any id serves, and
+one of the vocabulary's keeps the ids within the model's embedding; without one lm-eval's
+`--model hf` adds a token the model has no row for), and the line break's token as EOS, the
+end-of-text token `python -m evals` uses (its prefix before a document or an empty context; the
+corpora are line-structured). lm-eval's `--model hf` also stops generation at its EOS, which
+`python -m evals` does not (docs/interop.md)."""
 
 from __future__ import annotations
 
@@ -39,9 +44,15 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 
 def write_tokenizer(folder: Path, tokenizer_json: str, max_length: int) -> None:
+    from tokenizers import Tokenizer
+
     (folder / "tokenizer.json").write_text(tokenizer_json)
+    tok = Tokenizer.from_str(tokenizer_json)
+    newline = tok.encode("\n", add_special_tokens=False).ids
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
+        "pad_token": tok.id_to_token(0),
+        "eos_token": tok.id_to_token(newline[0]) if len(newline) == 1 else None,
         "model_max_length": max_length,
         "clean_up_tokenization_spaces": False,
     }

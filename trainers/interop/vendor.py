@@ -40,7 +40,8 @@ def _rewrite(node: ast.ImportFrom) -> list[str]:
     for alias in node.names:
         sub = f"{node.module}.{alias.name}"
         if _is_module(sub):  # a submodule imported for what importing it does (registration)
-            lines.append(f"from .{flat_name(sub)} import __name__ as {alias.asname or alias.name}  # noqa: F401")
+            name = alias.asname or alias.name
+            lines.append(f"from .{flat_name(sub)} import __name__ as {name}  # noqa: F401")
         else:
             names.append(alias.name if alias.asname is None else f"{alias.name} as {alias.asname}")
     if names:
@@ -74,7 +75,8 @@ def vendored_sources() -> dict[str, str]:
             new = "".join(f"{indent}{line}\n" for line in _rewrite(node))
             lines[node.lineno - 1 : node.end_lineno] = [new]
             todo.append(node.module)
-            todo.extend(f"{node.module}.{a.name}" for a in node.names if _is_module(f"{node.module}.{a.name}"))
+            subs = (f"{node.module}.{a.name}" for a in node.names)
+            todo.extend(sub for sub in subs if _is_module(sub))
         files[f"{flat_name(module)}.py"] = HEADER.format(module=module) + "".join(lines)
     return files
 

@@ -35,7 +35,8 @@ class SatsweepForCausalLM(PreTrainedModel, GenerationMixin):
     def __init__(self, config: SatsweepConfig):
         super().__init__(config)
         self.model = Transformer(ModelConfig.from_dict(config.arch))
-        self._tied_weights_keys = {"model.head.weight": "model.embed.weight"} if config.tie_word_embeddings else {}
+        tied = {"model.head.weight": "model.embed.weight"}  # arch ties them itself; transformers asks
+        self._tied_weights_keys = tied if config.tie_word_embeddings else {}
         self.post_init()
 
     @torch.no_grad()
