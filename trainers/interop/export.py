@@ -49,9 +49,11 @@ def export_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {PREFIX + k: v.detach().contiguous() for k, v in state.items()}
 
 
-def import_state(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def import_state(tensors: dict[str, torch.Tensor], tie_embeddings: bool) -> dict[str, torch.Tensor]:
     """The inverse of `export_state`: arch's state dict (the tied head is the embedding)."""
     state = {k.removeprefix(PREFIX): v for k, v in tensors.items()}
+    if tie_embeddings:
+        state["head.weight"] = state["embed.weight"]
     return state
 
 
