@@ -21,8 +21,10 @@ from pathlib import Path
 
 import torch
 
+from arch import build_model
 from arch.configtree import ConfigError, load_yaml
 from trainers.interop.checkpoints import trial_for, write_checkpoint
+from trainers.interop.export import WEIGHTS, import_state
 from trainers.interop.official import FAMILIES, Refused, arch_state, model_config
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -76,8 +78,6 @@ def convert_official(args) -> tuple[dict, dict, str]:
         model_cfg = model_config(args.family, official)
     except Refused as err:
         raise Refused(f"{cfg_path}: {err}") from None
-    from arch import build_model
-
     model = build_model(model_cfg)
     try:
         state = arch_state(args.family, model, read_tensors(weights))
@@ -87,8 +87,6 @@ def convert_official(args) -> tuple[dict, dict, str]:
 
 
 def convert_satsweep(args) -> tuple[dict, dict, str]:
-    from trainers.interop.export import WEIGHTS, import_state
-
     folder = Path(args.source)
     if not (folder / "config.json").is_file() or not (folder / WEIGHTS).is_file():
         raise Refused(f"{folder}: not an export folder (config.json and {WEIGHTS})")

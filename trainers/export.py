@@ -15,6 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from trainers.data.tokenizer import ByteTokenizer
+from trainers.interop.export import write_export
+from trainers.interop.tokenizer_files import byte_tokenizer_json
 from trainers.records import DEFAULT_TRACKING_URI
 from trainers.trained import TrialNotFound, load_trial, trial_tokenizer
 
@@ -30,9 +33,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def tokenizer_json(cfg, data_root) -> str | None:
     """The trial's tokenizer as tokenizer.json text; None for data without text (MQAR)."""
-    from trainers.data.tokenizer import ByteTokenizer
-    from trainers.interop.tokenizer_files import byte_tokenizer_json
-
     try:
         tok = trial_tokenizer(cfg, data_root)
     except ValueError:
@@ -54,8 +54,6 @@ def main(argv=None) -> int:
     except TrialNotFound as err:
         print(f"trainers.export: {err}", file=sys.stderr)
         return 2
-    from trainers.interop.export import write_export
-
     tok = tokenizer_json(cfg, args.data_root)
     out = write_export(model, Path(args.out), tok, source=run_id or str(Path(args.target).resolve()))
     print(f"wrote {out}" + ("" if tok else " (no tokenizer: the trial's data has no text)"))

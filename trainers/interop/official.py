@@ -90,8 +90,9 @@ def _residual(family: str, official: dict) -> dict:
     consumers = "all" if last_k is None else int(last_k)
     if family == "satformer":
         gate = _get(official, "value_residual_gate")
+        bias = bool(_get(official, "value_residual_proj_bias"))
         return {"kind": "value_residual", "mode": "gated", "granularity": "token_head", "activation": gate,
-                "gate_bias": bool(_get(official, "value_residual_proj_bias")), "consumers": consumers}  # fmt: skip
+                "gate_bias": bias, "consumers": consumers}  # fmt: skip
     if family == "resformer":
         return {"kind": "value_residual", "mode": "static", "granularity": "layer", "coefficient": "softmax",
                 "consumers": consumers}  # fmt: skip
@@ -160,7 +161,9 @@ def _names(family: str, model_cfg) -> dict[str, str]:
         out["head.weight"] = "lm_head.weight"
     for i in range(n):
         a, o = f"blocks.{i}.", f"model.layers.{i}."
-        out[a + "attn_norm.weight"] = o + ("attn_norm_q.weight" if family == "muddformer" else "attn_norm.weight")
+        out[a + "attn_norm.weight"] = o + (
+            "attn_norm_q.weight" if family == "muddformer" else "attn_norm.weight"
+        )
         for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
             out[f"{a}attn.{proj}.weight"] = f"{o}attn.{proj}.weight"
         if model_cfg.qk_norm:
@@ -237,7 +240,9 @@ def arch_state(family: str, model, tensors: dict[str, torch.Tensor]) -> dict[str
     if model.cfg.tie_embeddings and "lm_head.weight" in official:
         head = official.pop("lm_head.weight")
         if not torch.equal(head, official.get("model.embeddings.weight", head)):
-            raise Refused("lm_head.weight: differs from model.embeddings.weight with tie_word_embeddings true")
+            raise Refused(
+                "lm_head.weight: differs from model.embeddings.weight with tie_word_embeddings true"
+            )
     state = {}
     try:
         for arch_name, name in _names(family, model.cfg).items():
@@ -310,7 +315,10 @@ def _official_design(model) -> dict[str, torch.Tensor]:
     elif r.kind == "hyper_connections":
         for w in range(2 * model.cfg.n_layers):
             o = f"model.layers.{w // 2}.{('attn_hc', 'mlp_hc')[w % 2]}."
-            out[o + "static_alpha"], out[o + "static_beta"] = state["static_alpha"][w], state["static_beta"][w]
+            out[o + "static_alpha"], out[o + "static_beta"] = (
+                state["static_alpha"][w],
+                state["static_beta"][w],
+            )
             if design.dynamic:
                 out[o + "dynamic_alpha_proj"] = state["alpha_fn"][w]
                 out[o + "dynamic_beta_proj"] = state["beta_fn"][w].reshape(-1)
@@ -349,4 +357,3 @@ def official_config(family: str, model_cfg) -> dict:
         if r.mode == "dynamic":
             official.update(use_tanh=r.use_tanh, hc_norm_type=r.norm)
     return official
-
