@@ -37,8 +37,7 @@ def random_checkpoint(path):
     return path
 
 
-def test_lm_eval_hf_on_the_export_equals_python_m_evals_on_the_checkpoint(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "modules"))
+def test_lm_eval_hf_on_the_export_equals_python_m_evals_on_the_checkpoint(tmp_path):
     (tmp_path / "tasks").mkdir()
     tasks = write_tasks(tmp_path / "tasks")
     ckpt = random_checkpoint(tmp_path / "trial.ckpt")
