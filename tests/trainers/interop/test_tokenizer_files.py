@@ -26,3 +26,16 @@ def test_export_refuses_a_missing_checkpoint_with_status_2(tmp_path, capsys):
     assert export([str(tmp_path / "none.ckpt"), "--out", str(tmp_path / "hf")]) == 2
     assert "none.ckpt: no such checkpoint file" in capsys.readouterr().err
     assert not (tmp_path / "hf").exists()
+
+
+def test_autotokenizer_on_a_bpe_trials_tokenizer_json_gives_its_ids(tmp_path):
+    from trainers.data.tokenizer import BPETokenizer
+
+    corpus = ("the quick brown fox jumps over the lazy dog.\n" * 50 + TEXT).encode()
+    bpe = BPETokenizer.train(corpus, 300, tmp_path / "cache")
+    (tmp_path / "hf").mkdir()
+    write_tokenizer(tmp_path / "hf", bpe.tok.to_str(), max_length=64)
+    tok = AutoTokenizer.from_pretrained(tmp_path / "hf")
+    for text in (TEXT, "the lazy fox.\nthe dog"):
+        assert tok(text, add_special_tokens=False).input_ids == bpe.encode(text.encode()).tolist()
+    assert tok.eos_token == bpe.tok.id_to_token(bpe.encode(b"\n")[0])
