@@ -19,10 +19,20 @@ from .configuration_satsweep import SatsweepConfig
 
 
 class SatsweepCache(KVCache):
-    """arch's cache with the one question transformers' generate asks of a cache."""
+    """arch's cache with what transformers' generate asks of a cache: its length, and a
+    reordering of its rows for beam search."""
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.length
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        """Beam search: row b continues from row beam_idx[b] (its K, V' and which slots are real)."""
+        for store in (self.keys, self.values):
+            for layer, kv in enumerate(store):
+                if kv is not None:
+                    store[layer] = kv.index_select(0, beam_idx.to(kv.device))
+        rows = beam_idx.cpu()
+        self.valid, self.seen = self.valid[rows], self.seen[rows]
 
 
 class SatsweepForCausalLM(PreTrainedModel, GenerationMixin):
