@@ -11,6 +11,7 @@ installed beside it cannot shadow it (its modules live under transformers' own p
 from __future__ import annotations
 
 import ast
+import functools
 from importlib import resources
 from pathlib import Path
 
@@ -59,6 +60,7 @@ def _imports(tree: ast.Module) -> list[ast.ImportFrom]:
     return out
 
 
+@functools.cache  # arch's sources do not change within a process
 def vendored_sources() -> dict[str, str]:
     """File name -> text of every module of `arch` the entry points reach, imports rewritten."""
     todo, done, files = list(ENTRY), set(), {}

@@ -25,7 +25,7 @@ def exported(tmp_path_factory):
     models, jobs = {}, {}
     for i, (name, residual) in enumerate(DESIGN_EXAMPLES):
         model = perturbed(residual, seed=i, scale=0.5).float()
-        folder = write_export(model, root / name)
+        folder = write_export(model, root / name / "hf")  # one name: transformers imports the code once
         prompts = [tokens(batch=1, length=n, seed=i + n)[0] for n in PROMPTS]
         ids = torch.zeros(len(prompts), max(PROMPTS), dtype=torch.long)
         mask = torch.zeros_like(ids)
