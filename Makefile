@@ -45,13 +45,18 @@ TEST_WORKERS ?= 2
 # tests/evals needs the evals extra (lm-eval; skipped without it): installed here on first use,
 # as test-cluster and test-browser do for theirs (.ci/run asks for it in its one install call).
 EVALS_EXTRA = $(PY) -c "import lm_eval" 2>/dev/null || $(UV_INSTALL) -e ".[evals]" -c constraints.txt
+# tests/trainers/interop needs the interop extra (transformers, safetensors, accelerate; skipped without it).
+INTEROP_EXTRA = $(PY) -c "import transformers, safetensors, accelerate" 2>/dev/null || \
+	$(UV_INSTALL) -e ".[interop]" -c constraints.txt
 
 test: lint
 	@$(EVALS_EXTRA)
+	@$(INTEROP_EXTRA)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test-all: lint
 	@$(EVALS_EXTRA)
+	@$(INTEROP_EXTRA)
 	$(PY) -m pytest -q -m ""
 
 # Real PostgreSQL (Debian's package), an MLflow server and a 2-node Ray cluster, all on loopback.

@@ -28,6 +28,9 @@ class BackboneConfig:
     max_seq_len: int = _positive(256)
     rope_base: float = dataclasses.field(default=10000.0, metadata={"gt": 0})
     qk_norm: bool = False
+    # The qk norms' eps; None: norm_eps. The official SATFormer code's are fla's RMSNorm at its
+    # default 1e-5 whatever its norm_eps (trainers.convert official sets it; docs/interop.md).
+    qk_norm_eps: float | None = dataclasses.field(default=None, metadata={"gt": 0})
     tie_embeddings: bool = True
     norm_eps: float = dataclasses.field(default=1e-6, metadata={"gt": 0})
     init_std: float = dataclasses.field(default=0.02, metadata={"gt": 0})

@@ -157,8 +157,9 @@ class Attention(nn.Module):
         self.widths = (self.n_heads * self.hd, self.n_kv * self.hd, self.n_kv * self.hd)  # Q, K, V rows
         self.qkv_proj = nn.Linear(cfg.d_model, sum(self.widths), bias=False)
         self.o_proj = nn.Linear(self.n_heads * self.hd, cfg.d_model, bias=False)
-        self.q_norm = RMSNorm(self.hd, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
-        self.k_norm = RMSNorm(self.hd, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
+        eps = cfg.norm_eps if cfg.qk_norm_eps is None else cfg.qk_norm_eps
+        self.q_norm = RMSNorm(self.hd, eps) if cfg.qk_norm else nn.Identity()
+        self.k_norm = RMSNorm(self.hd, eps) if cfg.qk_norm else nn.Identity()
         self._register_load_state_dict_pre_hook(self._load_separate_projections)
 
     def _load_separate_projections(self, state_dict, prefix, *_):

@@ -11,6 +11,7 @@ from arch.configtree import dump
 # Trial keys added after studies were run, at the value that computes what they computed before.
 LATER_DEFAULTS = {
     "trial.data.order": "windows",
+    "trial.model.qk_norm_eps": None,  # null: norm_eps, what the qk norms used before the key
     "trial.model.residual.gate_bias": False,
     "trial.model.residual.use_tanh": True,
     "trial.model.residual.norm_eps": "model",

@@ -1,0 +1,2 @@
+def l2_warp(loss, logits, *args, **kwargs):
+    return loss
