@@ -13,7 +13,7 @@ from gates.claims import CLAIMS, gate_measures, judge, layer_profile
 from gates.gate_stats import collect_gates
 from gates.interventions import run_interventions
 from tests.factories import text_data, tiny_trial
-from trainers.fit import fit
+from trainers.config import TrialConfig
 
 
 def test_values_of_constructed_gates():
@@ -107,19 +107,26 @@ def test_a_constructed_model_gives_the_known_slope_and_no_loss_from_its_gates():
 
 
 TRIAL = {
-    **tiny_trial(model={"n_layers": 3}, train={"tokens": 20 * 8 * 32, "eval_every": 20, "lr": 1e-2}),
+    **tiny_trial(model={"n_layers": 3}),
     "data": text_data(corpus="shakespeare", max_bytes=200_000),
 }
 
 
+def checkpoint(path, seed: int, residual: dict) -> str:
+    """A checkpoint as trainers.fit writes it (its trial config and the model's weights), of an
+    untrained model: the command's plumbing does not need trained gates."""
+    cfg = TrialConfig.from_dict({**TRIAL, "seed": seed, "model": {**TRIAL["model"], "residual": residual}})
+    torch.manual_seed(seed)
+    model = build_model(cfg.model)
+    state = {f"model.{k}": v for k, v in model.state_dict().items()}
+    torch.save({"trial_config": cfg.to_dict(), "state_dict": state}, path)
+    return str(path)
+
+
 def test_claims_command_over_seeds_leaves_out_runs_without_gates(tmp_path, capsys):
-    ckpts = []
-    for seed, residual in [(0, {"kind": "value_residual", "mode": "gated"}),
-                           (1, {"kind": "value_residual", "mode": "gated"}),
-                           (0, {"kind": "none"})]:  # fmt: skip
-        ckpt = tmp_path / f"{residual['kind']}-{seed}.ckpt"
-        fit({**TRIAL, "seed": seed, "model": {**TRIAL["model"], "residual": residual}}, checkpoint_path=ckpt)
-        ckpts.append(str(ckpt))
+    gated = {"kind": "value_residual", "mode": "gated"}
+    ckpts = [checkpoint(tmp_path / "a.ckpt", 0, gated), checkpoint(tmp_path / "b.ckpt", 1, gated),
+             checkpoint(tmp_path / "c.ckpt", 0, {"kind": "none"})]  # fmt: skip
     out = tmp_path / "claims"
     assert claims_cli.main([*ckpts, "--batches", "2", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -128,9 +135,11 @@ def test_claims_command_over_seeds_leaves_out_runs_without_gates(tmp_path, capsy
     assert [r["seed"] for r in result["runs"]] == [0, 1]
     assert [r["claim"] for r in result["claims"]] == [c.key for c in CLAIMS]
     assert all(r["n"] == 2 for r in result["claims"])
+    assert result["runs"][0]["layers"][0]["layer"] == 2  # layer 1 is tapped, 2 and 3 consume
     assert "| layer | mean gate |" in (out / "claims.md").read_text()
 
 
 def test_claims_command_needs_two_gated_runs(tmp_path, capsys):
-    assert claims_cli.main(["no-such-run", "--tracking-uri", f"sqlite:///{tmp_path}/m.db"]) == 2
-    assert "cannot read" in capsys.readouterr().err
+    one = checkpoint(tmp_path / "a.ckpt", 0, {"kind": "value_residual", "mode": "gated"})
+    assert claims_cli.main([one, "--batches", "1", "--out", str(tmp_path / "claims")]) == 2
+    assert "1 run(s) with gates; intervals over seeds need at least 2" in capsys.readouterr().err
