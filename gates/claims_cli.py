@@ -5,7 +5,9 @@ A study (its YAML file, or its name as the MLflow experiment's `sweep.study` tag
 finished trial runs; runs without gates (a baseline in the same study) are left out and named.
 Every run is analysed on the same held-out batches of its trial's data (`--batches`, default 16).
 Writes `claims.json` (per-run values, per-layer profile, the verdicts) and `claims.md` (the table)
-under `--out` (default `results/analysis/claims-<first target>/`). Exit status 2 when a target
+under `--out` (default `results/analysis/claims-<first target>/`); each run's values are kept in
+`runs/<run>.json` there and read back on the next call, so a study that gains seeds analyses only
+its new runs. Exit status 2 when a target
 cannot be found or read, or fewer than two runs with gates remain.
 """
 
@@ -106,6 +108,20 @@ def measure_run(target: str, tracking_uri: str, batches_n: int, data_root) -> di
     }
 
 
+def cached_measure(folder: Path, target: str, tracking_uri: str, batches_n: int, data_root) -> dict | None:
+    """`measure_run`, kept in `folder/<run>.json` and read back on the next call with the same
+    `--batches` (a study that gains seeds analyses only its new runs)."""
+    path = folder / f"{Path(target).stem}.json"
+    if path.is_file():
+        kept = json.loads(path.read_text())
+        if kept.get("batches") == batches_n:
+            return kept["measured"]
+    measured = measure_run(target, tracking_uri, batches_n, data_root)
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"batches": batches_n, "measured": measured}, indent=2))
+    return measured
+
+
 def profile_table(runs: list[dict]) -> list[str]:
     """Per layer: mean gate, fraction zero and head share, mean and range over the runs."""
     from sweeps.report.stats import interval
@@ -133,11 +149,14 @@ def claims_table(rows: list[dict]) -> list[str]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    out = (
+        Path(args.out) if args.out else Path("results") / "analysis" / f"claims-{Path(args.targets[0]).stem}"
+    )
     try:
         targets, uri = resolve_targets(args.targets, args.tracking_uri)
         runs, skipped = [], []
         for target in targets:
-            measured = measure_run(target, uri, args.batches, args.data_root)
+            measured = cached_measure(out / "runs", target, uri, args.batches, args.data_root)
             (runs.append(measured) if measured else skipped.append(target))
     except Exception as err:  # no such study / run / checkpoint: say which, exit 2
         print(f"gates claims: cannot read {args.targets}: {err}", file=sys.stderr)
@@ -157,9 +176,6 @@ def main(argv=None) -> int:
           f"{np.mean(val):.4f}; claims judged as one Holm family at {args.level:.0%}:")  # fmt: skip
     for line in claims_table(rows)[2:]:
         print("  " + line)
-    out = (
-        Path(args.out) if args.out else Path("results") / "analysis" / f"claims-{Path(args.targets[0]).stem}"
-    )
     out.mkdir(parents=True, exist_ok=True)
     (out / "claims.json").write_text(json.dumps({"runs": runs, "claims": rows}, indent=2))
     md = claims_table(rows) + [""] + profile_table(runs)

@@ -137,6 +137,11 @@ def test_claims_command_over_seeds_leaves_out_runs_without_gates(tmp_path, capsy
     assert all(r["n"] == 2 for r in result["claims"])
     assert result["runs"][0]["layers"][0]["layer"] == 2  # layer 1 is tapped, 2 and 3 consume
     assert "| layer | mean gate |" in (out / "claims.md").read_text()
+    kept = json.loads((out / "runs" / "a.json").read_text())  # a second call reads each run's values back
+    kept["measured"]["values"]["zero_frac"] = 0.125
+    (out / "runs" / "a.json").write_text(json.dumps(kept))
+    assert claims_cli.main([*ckpts, "--batches", "2", "--out", str(out)]) == 0
+    assert json.loads((out / "claims.json").read_text())["runs"][0]["values"]["zero_frac"] == 0.125
 
 
 def test_claims_command_needs_two_gated_runs(tmp_path, capsys):
