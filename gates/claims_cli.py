@@ -123,10 +123,15 @@ def cached_measure(folder: Path, target: str, tracking_uri: str, batches_n: int,
 
 
 def profile_table(runs: list[dict]) -> list[str]:
-    """Per layer: mean gate, fraction zero and head share, mean and range over the runs."""
+    """Per layer: mean gate, fraction zero and head share, mean and 95% t interval over the runs."""
     from sweeps.report.stats import interval
 
-    lines = ["| layer | mean gate | exactly 0 | head share |", "|---|---|---|---|"]
+    lines = [
+        "Per consuming layer, the mean over seeds [95% t interval]:",
+        "",
+        "| layer | mean gate | exactly 0 | head share |",
+        "|---|---|---|---|",
+    ]
     for i, row in enumerate(runs[0]["layers"]):
         cells = []
         for key in ("mean_gate", "zero_frac", "head_share"):
