@@ -81,6 +81,8 @@ def measure_run(target: str, tracking_uri: str, batches_n: int, data_root) -> di
     cfg, model, run_id = load_trial(target, tracking_uri)
     if not model.residual.has_gates:
         return None
+    if cfg.train.num_threads:  # as it trained: two threads on a busy machine wait on each other
+        torch.set_num_threads(cfg.train.num_threads)
     batches = held_out_batches(cfg, data_root, batches_n)
     gates, _ = collect_gates(model, [x for x, _ in batches])
     decode = token_decoder(cfg, data_root)
