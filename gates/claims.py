@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from gates.categories import CATEGORIES
+from sweeps.report.verdicts import holm
 
 HEAD_SHARE = 0.1  # "head-specific": the KV head explains at least a tenth of a layer's gate variance
 
@@ -118,8 +119,6 @@ def judge(per_run: Sequence[Mapping[str, float]], level: float = 0.95, family: s
     """One row per claim with values in every run: mean, its t interval at the level the claim was
     judged at (Holm over the claims), p, n and the verdict word."""
     from scipy.stats import t as student_t
-
-    from sweeps.report.verdicts import holm
 
     rows = []
     for claim in CLAIMS:

@@ -27,6 +27,8 @@ from gates.claims import gate_measures, judge, layer_profile
 from gates.cli import held_out_batches, load_trial, token_decoder
 from gates.gate_stats import collect_gates
 from gates.interventions import run_interventions
+from sweeps.report.stats import interval
+from sweeps.study.load import load_study
 from trainers.records import DEFAULT_TRACKING_URI
 
 
@@ -60,8 +62,6 @@ def resolve_targets(targets: list[str], tracking_uri: str | None) -> tuple[list[
     out, uri = [], tracking_uri
     for target in targets:
         if target.endswith((".yaml", ".yml")):
-            from sweeps.study.load import load_study
-
             study = load_study(target)
             uri = uri or study.output.mlflow_uri
             found = study_runs(study.name, uri)
@@ -126,8 +126,6 @@ def cached_measure(folder: Path, target: str, tracking_uri: str, batches_n: int,
 
 def profile_table(runs: list[dict]) -> list[str]:
     """Per layer: mean gate, fraction zero and head share, mean and 95% t interval over the runs."""
-    from sweeps.report.stats import interval
-
     lines = [
         "Per consuming layer, the mean over seeds [95% t interval]:",
         "",
