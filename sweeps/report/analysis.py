@@ -96,6 +96,8 @@ def report_fronts(study, trials, tracker=None, stream=None, plan=None) -> dict[s
     print(table_text(result), file=stream)
     if result.get("tuned"):
         print(tuned_text(result), file=stream)
+    if equal_time := equal_cost.time_budget_text(study.results_dir()):
+        print(equal_time, file=stream)
     print(conclusions_text(result), file=stream)
     if result.get("throughput_check"):
         print(throughput_text(result), file=stream)
@@ -120,27 +122,27 @@ def report_fronts(study, trials, tracker=None, stream=None, plan=None) -> dict[s
 
 
 def _loss_at_equal_cost(tracker, result: Mapping, folder, stream) -> list:
-    """val_loss against tokens and probe time (figure); val_loss_at_equal_time printed and in
-    equal_time.json."""
+    """val_loss against tokens and probe time (figure); each curve read at the fastest design's end,
+    printed as curves (not a verdict) and in equal_time.json."""
     rows = result["points"]
     point_curves = equal_cost.curves(tracker.client, rows)
     if not point_curves:
         return []
     horizon = equal_cost.add_equal_time(rows, point_curves) if len(rows) > 1 else None  # one: no race
     (folder / "equal_time.json").unlink(missing_ok=True)  # of an earlier analysis
-    if horizon is not None and any("val_loss_at_equal_time" in r for r in rows):
-        shown = ", ".join(
-            f"{row_name(r)} {r['val_loss_at_equal_time']:.4f}" for r in rows if "val_loss_at_equal_time" in r
-        )
+    curve = "val_loss_curve_at_equal_time"
+    if horizon is not None and any(curve in r for r in rows):
+        shown = ", ".join(f"{row_name(r)} {r[curve]:.4f}" for r in rows if curve in r)
         left_out = "; ".join(
             f"{row_name(r)}: {r['equal_time_left_out']}" for r in rows if "equal_time_left_out" in r
         )
         if left_out:  # a design missing from the line says why (validate more often to see it)
             shown += f" (left out: {left_out})"
-        print(f"val_loss at equal time ({horizon:.1f} s at the probe's speed): {shown}", file=stream)
+        print(f"val_loss curves at the fastest design's end ({horizon:.1f} s at the probe's speed; slower "
+              f"designs read mid-schedule: curves, not a verdict): {shown}", file=stream)  # fmt: skip
         (folder / "equal_time.json").write_text(
-            json.dumps({"horizon_s": horizon, "val_loss_at_equal_time": {
-                r["point"]: r.get("val_loss_at_equal_time") for r in rows}, "left_out": {
+            json.dumps({"horizon_s": horizon, curve: {
+                r["point"]: r.get(curve) for r in rows}, "left_out": {
                 r["point"]: r["equal_time_left_out"] for r in rows if "equal_time_left_out" in r}}, indent=2)
         )  # fmt: skip
     figure = equal_cost.plot(rows, point_curves, horizon, row_name, folder / "loss_vs_cost.png")

@@ -2,6 +2,7 @@
 
 task = driver.begin(run)          # MLflow child run + params + resolved config; progress line;
                                   # the cost probe times the run's architecture if it is new;
+                                  # `budget.time`: its tokens for the time (sweeps.run.time_budget);
                                   # a run with a checkpoint to resume reopens its child run
                                   # (sweeps.run.resume)
 ... the worker trains (sweeps.run.worker.execute) ...
@@ -20,6 +21,7 @@ from sweeps.run import resume
 from sweeps.run.eval_checks import include_path
 from sweeps.run.plan import Plan, RunSpec
 from sweeps.run.progress import Progress
+from sweeps.run.time_budget import TimeBudget
 from sweeps.run.tracking import Tracker
 from sweeps.run.worker import Outcome, TrialTask
 from sweeps.study.run_record import INTERRUPTED, RunRecord
@@ -37,6 +39,7 @@ class Driver:
         self.folders: dict[int, object] = {}  # run number -> its checkpoint folder (or None)
         evals = plan.study.evals  # its task folder absolute: a Ray trial has its own working directory
         self.evals = evals and dataclasses.replace(evals, include_path=include_path(evals))
+        self.time_budget = TimeBudget(plan.study, probe) if plan.study.budget.time is not None else None
 
     def begin(self, run: RunSpec) -> TrialTask:
         config = self.plan.trial_config(run)
@@ -44,6 +47,8 @@ class Driver:
         if self.probe is not None:
             self.probe.ensure([config])
             expected = self.probe.metrics(config)
+        if self.time_budget is not None:  # equal time: a new config with this design's own tokens
+            config = self.time_budget.config(config)
         resolved = config.to_dict()
         design = config.model.residual.descriptors()
         folder = resume.checkpoint_folder(self.plan.study, run, config)

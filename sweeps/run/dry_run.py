@@ -107,6 +107,15 @@ def _verdicts_lines(study: Study) -> list[str]:
 def _budget_text(study: Study) -> str:
     """Each run trains for its own point's `train.tokens`: one number, or the range and where."""
     budgets = study.budgets
+    time = study.budget.time
+    if time is not None:  # sweeps.run.time_budget: resolved at the launch's probe
+        seconds = (
+            f"the time the reference needs for {budgets[0]} tokens" if time == "reference" else f"{time:g} s"
+        )
+        return (
+            f"budget       equal time: {seconds} of training steps at the cost probe's speed, each design's "
+            "tokens set from it at the launch (each over its own whole schedule)"
+        )
     if len(set(budgets)) == 1:
         base = study.base
         return (

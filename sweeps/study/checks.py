@@ -13,7 +13,7 @@ from evals.suites import expand
 from sweeps.study import tuning
 from sweeps.study.downstream import downstream_issues
 from sweeps.study.paths import KeyPaths
-from sweeps.study.reference import MATCH
+from sweeps.study.reference import MATCH, reference_design
 from sweeps.study.rungs import RUNG, without_rung
 from trainers import metrics as metrics_table
 
@@ -41,6 +41,26 @@ def study_issues(study) -> list[Issue]:
                                 "reference.match); allowed: categorical, int, float, bundle"))  # fmt: skip
     issues += tuning.issues(study)
     return issues + _repeats(study) + _scaling(study, metrics) + _margins(study, metrics)
+
+
+def _time_budget(study) -> list[Issue]:
+    """`budget.time` sets each design's tokens at the launch: nothing else may fix them in tokens."""
+    time = study.budget.time
+    if time is None:
+        return []
+    if study.rungs:
+        return [
+            Issue("budget.time", "a scaling ladder's rungs are token budgets; allowed: null with scaling:")
+        ]
+    if study.scheduler.kind != "none":
+        return [Issue("budget.time", f"scheduler {study.scheduler.kind!r} stops runs at token rungs; "
+                      "allowed: null, or scheduler.kind none")]  # fmt: skip
+    if len(set(study.budgets)) > 1:
+        return [Issue("budget.time", "the points set train.tokens apart; allowed: null, or one train.tokens")]
+    if time == "reference" and reference_design(study) is None:
+        return [Issue("budget.time", "given 'reference' but the study has no reference design (no "
+                      "baseline point, no `reference:`); allowed: seconds, e.g. 600")]  # fmt: skip
+    return []
 
 
 def eval_tasks(study) -> list[str]:
@@ -193,6 +213,7 @@ def validate_points(study) -> list[Issue]:
             issues.append(
                 Issue("scheduler.grace_tokens", f"given {grace}; allowed: below {where} {smallest}")
             )
+    issues.extend(_time_budget(study))
     if study.reference is not None and study.rungs:  # a design, compared within each rung
         issues.extend(_check_ladder_reference(study))
     elif study.reference is not None and study.sampler.kind == "grid" and study.reference not in study.grid:

@@ -10,6 +10,7 @@
     evals: {tasks: [...], limit, include_path, batch_size, every: end}   # lm-eval on final weights
     verdicts: {level: 0.95, family: holm | none, spending: obrien_fleming | pocock}
     margins: {val_loss: 0.01}        # per objective: within +-margin of the reference is `equivalent`
+    budget: {time: reference | S}    # equal time: each design's train.tokens from the probe's speed
     hypervolume: {val_loss: [2.0, 4.0], ...}   # per objective [best, worst]: the hypervolume history
     scaling: {sizes, tokens | tokens_per_param, token_scale, targets}   # a ladder (sweeps.study.ladder)
 
@@ -38,6 +39,7 @@ from sweeps.study.paths import KeyPaths
 from sweeps.study.reference import MATCH, MATCH_KINDS, Match, MatchConfig, split_reference
 from sweeps.study.rungs import RUNG, ladder_rungs
 from sweeps.study.sections import (
+    BudgetConfig,
     EvalsConfig,
     Objective,
     OutputConfig,
@@ -91,6 +93,8 @@ class Study:
     hypervolume: dict[str, list[float]] | None = None
     # A scaling ladder (sweeps.study.ladder): its rungs become the grid parameter RUNG at load.
     scaling: dict[str, Any] | None = None
+    # Equal time instead of equal tokens (sweeps.run.time_budget): `budget: {time: reference | S}`.
+    budget: BudgetConfig = BudgetConfig()
     max_concurrent: int | None = bounded(None, ge=1)  # None: as many as the resources allow
     # Wall-clock limit of one trial's training, after which it is stopped and recorded as failed
     # (status timeout). None: 10 x the time the cost probe expects for the budget, plus 10 minutes.

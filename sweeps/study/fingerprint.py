@@ -42,7 +42,7 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, str]:
 
 def fingerprint(study) -> dict[str, str]:
     """What defines this study's results, flattened to key paths -> JSON values: the resolved
-    base trial, the space, sampler, objectives, counts, scheduler, reference, probe, the
+    base trial, the space, sampler, objectives, counts, scheduler, reference, time budget, probe, the
     hypervolume history's bounds and the lm-eval tasks scored (`evals:`, but its batch size).
     Not in it (changing them changes no result): max_concurrent, resources (but its workers,
     in the trial: they change the memory of a worker), probe.max_models, evals.batch_size,
@@ -59,6 +59,7 @@ def fingerprint(study) -> dict[str, str]:
         **({"repeats_max": study.repeats_max} if study.repeats_max is not None else {}),  # old studies resume
         "scheduler": dump(study.scheduler),
         "reference": study.reference,
+        **({"budget": dump(study.budget)} if study.budget.time is not None else {}),  # old studies resume
         **({"reference_match": dump(study.reference_match)} if study.reference_match else {}),
         **({"tune": dump(study.tune)} if study.tune is not None else {}),
         "probe": {k: v for k, v in dump(study.probe).items() if k != "max_models"},  # grouping only

@@ -109,6 +109,23 @@ class ProbeConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class BudgetConfig:
+    """`budget: {time: S | reference}`: every design trains for the same time instead of the same
+    tokens. The launcher turns the time into each design's own `train.tokens` at the cost probe's
+    speed (sweeps.run.time_budget), so each runs its whole schedule over its own steps and the
+    verdicts compare finished runs. `reference`: the time the reference design needs for
+    `trial.train.tokens`; a number: that many seconds of training steps at the probe's speed.
+    None (the default): every design trains `train.tokens`."""
+
+    time: float | Literal["reference"] | None = None
+
+    def check(self, path: str) -> list[Issue]:
+        if isinstance(self.time, float | int) and not isinstance(self.time, bool) and self.time <= 0:
+            return [Issue(join(path, "time"), f"given {self.time!r}; allowed: seconds > 0 or 'reference'")]
+        return []
+
+
+@dataclasses.dataclass(frozen=True)
 class VerdictsConfig:
     """How the paired verdicts against the reference are reached (sweeps.report.verdicts): the
     level, the adjustment over the family of points x objectives compared with the reference, and

@@ -176,13 +176,13 @@ def test_loss_at_equal_time_interpolates_every_curve_at_the_fastest_budget():
     rows = [{"point": "fast", "tokens_per_s": 1000.0}, {"point": "slow", "tokens_per_s": 800.0}]
     horizon = add_equal_time(rows, {"fast": curve(3.0), "slow": curve(2.8)})
     assert horizon == 4.0  # the fast design's whole budget
-    assert rows[0]["val_loss_at_equal_time"] == 3.0
+    assert rows[0]["val_loss_curve_at_equal_time"] == 3.0
     # slow has seen 3200 tokens by then: a fifth of the way from 3000 (loss 3.3) to 4000 (2.8)
-    assert rows[1]["val_loss_at_equal_time"] == pytest.approx(3.3 - 0.5 * 0.2)
+    assert rows[1]["val_loss_curve_at_equal_time"] == pytest.approx(3.3 - 0.5 * 0.2)
     # a point validated only at its end, after the horizon: nothing measured there, no value
     late = [{"point": "fast", "tokens_per_s": 1000.0}, {"point": "once", "tokens_per_s": 800.0}]
     add_equal_time(late, {"fast": curve(3.0), "once": [(budget, 2.8)]})
-    assert "val_loss_at_equal_time" not in late[1]
+    assert "val_loss_curve_at_equal_time" not in late[1]
     assert late[1]["equal_time_left_out"] == "first validation at 5 s, after the horizon (4 s)"
     assert "equal_time_left_out" not in late[0]
 
