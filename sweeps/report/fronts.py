@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 from optuna.trial import TrialState
 
 from sweeps.report import stats
@@ -171,4 +172,8 @@ def _comparison(row: Mapping, ref: Mapping, metric: str, direction: str, robust,
     prefix of the row's keys it fills (empty: the reference's; `matched_`: its matched baseline's)."""
     diff = stats.paired(row["samples"][metric], ref["samples"][metric], metric in robust)
     kind = "exact" if metrics_table.is_exact(metric) else "rounds" if metric in robust else "seeds"
-    return {**diff, "metric": metric, "direction": direction, "kind": kind, "row": row, "against": against}
+    out = {**diff, "metric": metric, "direction": direction, "kind": kind, "row": row, "against": against}
+    if metrics_table.is_relative(metric):  # its margin is a fraction of the reference's value
+        values = list(ref["samples"][metric].values())
+        out["scale"] = float(np.median(values) if metric in robust else np.mean(values))
+    return out

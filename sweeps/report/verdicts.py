@@ -10,14 +10,19 @@ the last axis is the family (the comparisons of one study), leading axes are sim
    timing-round comparison (the probe's rounds) by the sign test; an exact metric (memory,
    parameters) is no test and stays out of the family.
 2. family: `holm` (default; Holm's step-down over the points x objectives compared with the
-   reference, valid under any dependence between them, e.g. the shared reference) or `none`
+   reference, valid under any dependence between them, e.g. the shared reference), `bonferroni`
+   (every comparison at level / family size: less power than Holm, but no comparison's level
+   depends on another's p-value, so one noisy comparison cannot move another's word) or `none`
    (each comparison at the full level). Each comparison gets the level it is judged at: its own
    step if rejected, else the level where the step-down stopped.
 3. interval at that level (the adjusted interval): it excludes 0 exactly when the comparison is
-   rejected. Words: `better` / `worse` (rejected, by the objective's direction); with a margin for
-   the objective, `equivalent` when the interval lies inside +-margin (two one-sided tests, each
-   at half the level) and `undecided` otherwise; without a margin `indistinguishable`; and
-   `undecided` when there is no spread to test (one seed).
+   rejected. Words: with a margin for the objective, `equivalent` when the interval lies inside
+   +-margin (two one-sided tests, each at half the level), whether or not it excludes 0: a
+   difference shown to be smaller than what the study calls a difference is the same for its
+   user; else `better` / `worse` (rejected, by the objective's direction); else `undecided` with
+   a margin and `indistinguishable` without; and `undecided` when there is no spread to test (one
+   seed). A margin of a metric shown relative to the reference (throughput, memory, parameters:
+   `shown: relative` in trainers.metrics) is a fraction of the reference's value (0.05: +-5%).
 4. for a comparison that is not decided: the smallest difference its seeds could detect at 80%
    power at its level and, with a margin, the seeds a fixed-count study would need to decide it
    at the margin (interval inside +-margin with 80% power when there is no difference; the same
@@ -35,7 +40,7 @@ import numpy as np
 from sweeps.report.sequential import SPENDING, Design, spent
 from sweeps.report.stats import median_interval
 
-FAMILIES = ("holm", "none")
+FAMILIES = ("holm", "bonferroni", "none")
 DECIDED = ("better", "worse", "equivalent")
 OPEN = ("indistinguishable", "undecided")  # more seeds could still decide it
 POWER = 0.8
@@ -72,7 +77,7 @@ class Rule:
         """e.g. `95%, Holm over 8 comparisons, looks at 3..5 seeds, Lan-DeMets O'Brien-Fleming-type
         alpha spending, margins val_loss +-0.01`."""
         size = f" over {family_size} comparison(s)" if family_size is not None else ""
-        family = f"Holm{size}" if self.family == "holm" else f"no family adjustment{size}"
+        family = {"holm": "Holm", "bonferroni": "Bonferroni"}.get(self.family, "no family adjustment") + size
         if family_size is not None and family_size <= 1:
             family = f"{family_size} comparison (nothing to adjust)"
         margins = ", ".join(f"{m} +-{v:g}" for m, v in self.margins.items())
@@ -119,13 +124,16 @@ def sign_test_p(diffs) -> float:
 
 def holm(p, alpha: float, family: str = "holm"):
     """(levels, rejected): the level each comparison of the family (last axis) is judged at, and
-    whether it is rejected there. `none`: every comparison at alpha."""
+    whether it is rejected there. `bonferroni`: every comparison at alpha / m; `none`: at alpha."""
     p = np.asarray(p, dtype=float)
     if family not in FAMILIES:
         raise ValueError(f"verdicts.family: given {family!r}; allowed: {', '.join(FAMILIES)}")
     m = p.shape[-1] if p.ndim else 1
     if family == "none" or m <= 1:
         levels = np.full(p.shape, alpha)
+        return levels, p <= levels
+    if family == "bonferroni":
+        levels = np.full(p.shape, alpha / m)
         return levels, p <= levels
     order = np.argsort(p, axis=-1, kind="stable")
     ranked = np.take_along_axis(p, order, axis=-1)
@@ -149,6 +157,7 @@ def words(mean, lo, hi, rejected, lower_is_better, margin=math.nan):
         np.isfinite(margin), np.where(inside, "equivalent", "undecided"), "indistinguishable"
     )
     word = np.where(rejected, np.where(better, "better", "worse"), open_word)
+    word = np.where(np.isfinite(margin) & inside, "equivalent", word)
     return np.where(np.isfinite(lo) | rejected, word, "undecided").astype(object)
 
 
@@ -186,7 +195,8 @@ def judge(comparisons: list[dict], rule: Rule) -> dict:
     """Judges a study's comparisons with the reference as one family, in place. Each comparison:
     `metric`, `direction`, `kind` (`seeds`: a paired t over shared seeds at the planned looks;
     `rounds`: timing rounds, the sign test and an order-statistic interval of `diffs`; `exact`: no
-    test, any difference decides), `mean`, `std`, `n` (and `diffs` for rounds). Adds `p`,
+    test, any difference decides), `mean`, `std`, `n` (and `diffs` for rounds; `scale`, the
+    reference's value, for a metric whose margin is relative). Adds `p`,
     `alpha` (the level it is judged at), `lo`, `hi` (the adjusted interval), `verdict`, and for a
     seeds comparison not decided `detectable` (80% power) and, with a margin, `seeds_to_decide`.
     Returns what the report names: {"rule": text, "family": size, "level", "adjustment", ...}."""
@@ -207,7 +217,7 @@ def judge(comparisons: list[dict], rule: Rule) -> dict:
     if family:
         levels[family], rejected[family] = holm(p[family], alpha, rule.family)
     for i, c in enumerate(comparisons):
-        margin = rule.margins.get(c["metric"], math.nan)
+        margin = rule.margins.get(c["metric"], math.nan) * abs(c.get("scale", 1.0))
         if c["kind"] == "seeds":
             lo, hi = (float(v) for v in t_intervals(c["mean"], c["std"], c["n"], design, levels[i]))
         elif c["kind"] == "rounds" and c["n"] >= 1:
