@@ -1,6 +1,6 @@
 """What will `make sweep` print on another machine? The default study's verdicts, simulated.
 
-    python -m bench.default_odds [--study studies/satformer_vs_baseline.yaml] [--machines 4000] [--json out.json]
+    python -m bench.default_odds [--machines 4000] [--set KEY=VALUE] [--json out.json]
 
 Each simulated machine reruns the default study (studies/satformer_vs_baseline.yaml) and judges it
 with the launcher's own functions: the study's rule (`verdicts.rule_for`: level, family, margins,
@@ -75,9 +75,13 @@ def recorded_diffs(path: Path = RUNS) -> dict[int, float]:
     return {s: arms["satformer"][s] - arms["baseline"][s] for s in seeds}
 
 
+def table_rows(path: Path) -> list[dict]:
+    return list(csv.DictReader(line for line in path.read_text().splitlines() if not line.startswith("#")))
+
+
 def cross_machine(path: Path = CROSS) -> np.ndarray:
     """Per seed: (Intel difference) - (EPYC difference), from the cross-machine table."""
-    rows = [r for r in csv.DictReader(line for line in path.read_text().splitlines() if not line.startswith("#"))]
+    rows = table_rows(path)
     intel = np.array([float(r["satformer_intel"]) - float(r["baseline_intel"]) for r in rows])
     amd = np.array([float(r["satformer_amd"]) - float(r["baseline_amd"]) for r in rows])
     return intel - amd
@@ -180,7 +184,7 @@ def replay(study) -> dict:
     (cross-machine table), the probe's recorded launches, the exact memory."""
     rule = rule_for(study)
     recorded = recorded_diffs()
-    rows = list(csv.DictReader(line for line in CROSS.read_text().splitlines() if not line.startswith("#")))
+    rows = table_rows(CROSS)
     intel = [float(r["satformer_intel"]) - float(r["baseline_intel"]) for r in rows]
     n = study.seeds.min
     out = {}
@@ -195,12 +199,14 @@ def replay(study) -> dict:
 
 
 def format_report(report: dict) -> str:
-    lines = [f"{report['study']}: {report['machines']} simulated machines, {report['mode']}; {report['rule']}"]
+    head = f"{report['study']}: {report['machines']} simulated machines, {report['mode']}"
+    lines = [f"{head}; {report['rule']}"]
     for metric, words in report["words"].items():
         shown = ", ".join(f"{w} {v['p']:.1%} (±{v['se']:.1%})" for w, v in words.items())
         lines.append(f"  {metric}: {shown}")
     modal = report["all_modal"]
-    lines.append(f"  every word the likeliest ({', '.join(modal['words'])}): {modal['p']:.1%} (±{modal['se']:.1%})")
+    likeliest = ", ".join(modal["words"])
+    lines.append(f"  every word the likeliest ({likeliest}): {modal['p']:.1%} (±{modal['se']:.1%})")
     lines.append("  seeds run: " + ", ".join(f"{n}: {v['p']:.1%}" for n, v in report["seeds_run"].items()))
     return "\n".join(lines)
 

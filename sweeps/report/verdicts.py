@@ -37,6 +37,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from sweeps.report import exact_tests
 from sweeps.report.sequential import SPENDING, Design, spent
 from sweeps.report.stats import median_interval
 
@@ -188,20 +189,25 @@ def seeds_to_decide(sd: float, margin: float, level_alpha: float, power: float =
     return int(ns[fits[0]]) if len(fits) else None
 
 
-KINDS = ("seeds", "rounds", "exact")
+KINDS = ("seeds", "rounds", "exact", *exact_tests.TESTS)
+TEST_OF_KIND = {"seeds": "t", "rounds": "sign", "exact": "exact"}  # the others are their test's name
 
 
 def judge(comparisons: list[dict], rule: Rule) -> dict:
     """Judges a study's comparisons with the reference as one family, in place. Each comparison:
     `metric`, `direction`, `kind` (`seeds`: a paired t over shared seeds at the planned looks;
     `rounds`: timing rounds, the sign test and an order-statistic interval of `diffs`; `exact`: no
-    test, any difference decides), `mean`, `std`, `n` (and `diffs` for rounds; `scale`, the
-    reference's value, for a metric whose margin is relative). Adds `p`,
+    test, any difference decides; `permutation`: the exact paired permutation test of `diffs`,
+    its interval within `bounds`; `logrank`: the paired log-rank of `pairs` ({"x", "ref"})
+    censored at `censor_at`, no interval; `sweeps.report.exact_tests`), `mean`, `std`, `n` (and
+    `diffs` for rounds; `scale`, the reference's value, for a metric whose margin is relative).
+    Adds `test` (the test's name), `p`,
     `alpha` (the level it is judged at), `lo`, `hi` (the adjusted interval), `verdict`, and for a
     seeds comparison not decided `detectable` (80% power) and, with a margin, `seeds_to_decide`.
     Returns what the report names: {"rule": text, "family": size, "level", "adjustment", ...}."""
 
     design, alpha = rule.design, rule.alpha
+    looks = len(design.looks)  # the exact tests' share of the level per look (Bonferroni over looks)
     p = np.ones(len(comparisons))
     for i, c in enumerate(comparisons):
         if c["kind"] not in KINDS:
@@ -210,6 +216,11 @@ def judge(comparisons: list[dict], rule: Rule) -> dict:
             p[i] = 0.0 if c["n"] >= 1 and c["mean"] != 0 else 1.0
         elif c["kind"] == "rounds":
             p[i] = sign_test_p(c["diffs"]) if c["n"] >= 1 else 1.0
+        elif c["kind"] == "permutation":
+            p[i] = min(1.0, exact_tests.permutation_p(c["diffs"]) * looks)
+        elif c["kind"] == "logrank":
+            found, later = exact_tests.logrank_p(c["pairs"]["x"], c["pairs"]["ref"], c["censor_at"])
+            p[i], c["o_minus_e"] = min(1.0, found * looks), later
         else:
             p[i] = float(t_p_values(c["mean"], c["std"], c["n"], design))
     family = [i for i, c in enumerate(comparisons) if c["kind"] != "exact"]
@@ -223,22 +234,40 @@ def judge(comparisons: list[dict], rule: Rule) -> dict:
         elif c["kind"] == "rounds" and c["n"] >= 1:
             ci = median_interval(c["diffs"], 1 - levels[i])
             lo, hi = ci["lo"], ci["hi"]
+        elif c["kind"] == "permutation":
+            bounds = c.get("bounds", (-math.inf, math.inf))
+            lo, hi = exact_tests.permutation_interval(c["diffs"], levels[i] / looks, bounds)
+        elif c["kind"] == "logrank":  # no interval: the sign of observed minus expected events
+            lo = hi = math.nan
         elif c["n"] >= 1:  # exact: the difference itself
             lo = hi = c["mean"]
         else:
             lo = hi = math.nan
-        said = str(words(c["mean"], lo, hi, bool(rejected[i]), c["direction"] == "minimize", margin))
-        c.update(p=float(p[i]), alpha=float(levels[i]), lo=lo, hi=hi, verdict=said)
-        if c["kind"] == "seeds" and said not in DECIDED and c["n"] >= 2:
+        signed = -c.get("o_minus_e", 0.0) if c["kind"] == "logrank" else c["mean"]  # < 0: earlier
+        said = str(words(signed, lo, hi, bool(rejected[i]), c["direction"] == "minimize", margin))
+        test = TEST_OF_KIND.get(c["kind"], c["kind"])
+        c.update(test=test, p=float(p[i]), alpha=float(levels[i]), lo=lo, hi=hi, verdict=said)
+        if said in DECIDED or c["n"] < 2:
+            continue
+        level = float(levels[i])
+        if c["kind"] == "seeds":
             c["detectable"] = float(detectable(c["std"], c["n"], design, levels[i]))
             if math.isfinite(margin):
-                c["seeds_to_decide"] = seeds_to_decide(c["std"], margin, float(levels[i]))
-    adjusted = rule.family == "holm" and len(family) > 1
+                c["seeds_to_decide"] = seeds_to_decide(c["std"], margin, level)
+        elif c["kind"] == "permutation" and math.isfinite(margin):
+            c["seeds_to_decide"] = exact_tests.seeds_to_decide_permutation(c["diffs"], margin, level / looks)
+        elif c["kind"] == "logrank":
+            x, ref = c["pairs"]["x"], c["pairs"]["ref"]
+            c["seeds_to_decide"] = exact_tests.seeds_to_decide_logrank(x, ref, c["censor_at"], level / looks)
+    adjusted = rule.family != "none" and len(family) > 1
+    tests = {c["metric"]: c["test"] for c in comparisons}
     return {
-        "rule": rule.describe(len(family)),
+        "rule": rule.describe(len(family))
+        + ("; tests: " + ", ".join(f"{m} {t}" for m, t in tests.items()) if tests else ""),
+        "tests": tests,
         "level": rule.level,
         "family": len(family),
-        "adjustment": "holm" if adjusted else "none",
+        "adjustment": rule.family if adjusted else "none",
         "looks": list(design.looks),
         "spending": rule.spending,
         "margins": dict(rule.margins),
