@@ -140,7 +140,8 @@ def _open_note(diff: Mapping) -> str:
         parts.append(f"detectable at 80% power: ±{diff['detectable']:.4f}")
     if "seeds_to_decide" in diff:
         needed = diff["seeds_to_decide"]
-        parts.append(f"{needed} seeds to decide at the margin" if needed else "no feasible seed count")
+        goal = "to detect the difference seen" if diff.get("test") == "logrank" else "to decide at the margin"
+        parts.append(f"{needed} seeds {goal}" if needed else "no feasible seed count")
     return "; ".join(parts)
 
 
