@@ -93,3 +93,51 @@ def test_the_recall_tests_keep_their_level_on_the_recorded_trials():
     few = calibrate.simulate_recall("auc", 4, 2000, alternative="emerged", seed=2)
     many = calibrate.simulate_recall("auc", 10, 2000, alternative="emerged", seed=2)
     assert many["permutation"]["power"] > few["permutation"]["power"] + 0.1
+
+
+def test_the_fronts_judge_recall_metrics_by_their_tests_and_censor_at_the_budget():
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import TrialState, create_trial
+
+    from sweeps.report.fronts import compute
+    from sweeps.report.outputs import conclusions_text
+
+    def trial(label, seed, values):
+        return create_trial(state=TrialState.COMPLETE, values=values, params={"design": label},
+                            distributions={"design": CategoricalDistribution(["base", "x"])},
+                            user_attrs={"point": label, "seed": seed})  # fmt: skip
+
+    budget = 16.0
+    base = {s: ([0.05, budget] if s < 3 else [0.6, 6.0]) for s in range(6)}  # recalls on half its seeds
+    design = {s: [0.7 + 0.01 * s, 2.0 + s] for s in range(6)}  # recalls early on every seed
+    trials = [trial("base", s, v) for s, v in base.items()] + [trial("x", s, v) for s, v in design.items()]
+    objectives = [("reserved_recall_auc", "maximize"), ("reserved_recall_tokens", "minimize")]
+    result = compute(
+        trials, objectives, reference="base", replicates=50, budgets={"base": budget, "x": budget}
+    )
+    x = next(r for r in result["points"] if r["point"] == "x")
+    auc, tokens = x["diff"]["reserved_recall_auc"], x["diff"]["reserved_recall_tokens"]
+    assert auc["test"] == "permutation" and -1 <= auc["lo"] <= auc["hi"] <= 1
+    assert tokens["test"] == "logrank" and tokens["censor_at"] == budget
+    text = conclusions_text(result)
+    assert "exact paired permutation test" in text and "paired log-rank test" in text
+    assert "tests: reserved_recall_auc permutation, reserved_recall_tokens logrank" in text
+    # without a budget nothing is censored: the baseline's 16s count as events, a weaker contrast
+    plain = compute(trials, objectives, reference="base", replicates=50)
+    plain_x = next(r for r in plain["points"] if r["point"] == "x")
+    assert plain_x["diff"]["reserved_recall_tokens"]["censor_at"] == math.inf
+
+
+def test_a_recall_study_censors_at_the_tokens_its_trials_train():
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import TrialState, create_trial
+
+    from sweeps.report.analysis import budgets_of
+    from sweeps.study.load import load_study
+
+    study = load_study("studies/recall.yaml")
+    point = study.planned_points()[0]
+    t = create_trial(state=TrialState.COMPLETE, values=[0.5, 1.6], params=point,
+                     distributions={k: CategoricalDistribution([v]) for k, v in point.items()},
+                     user_attrs={"point": "p0", "seed": 0})  # fmt: skip
+    assert budgets_of(study, [t]) == {"p0": 7812 * 2048}  # 16M tokens in whole steps of 16 x 128
