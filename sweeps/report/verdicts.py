@@ -276,11 +276,13 @@ def judge(comparisons: list[dict], rule: Rule) -> dict:
 
 def looks_text(rule: Rule, family_size: int) -> list[str]:
     """The dry run's lines: the rule, then each look's |t| boundary for a paired comparison at the
-    full level and at Holm's strictest step (level / family size), with the error spent so far."""
+    full level and at Holm's strictest step (level / family size; Bonferroni: every comparison's
+    level), with the error spent so far."""
 
     design = rule.design
     lines = [rule.describe(family_size)]
-    strictest = rule.alpha / max(family_size, 1) if rule.family == "holm" else rule.alpha
+    strictest = rule.alpha / max(family_size, 1) if rule.family != "none" else rule.alpha
+    step = "Holm's first step" if rule.family == "holm" else "Bonferroni's level"
     for n in design.looks:
         if n < 2:
             lines.append(f"  look at {n} seed(s): no spread, no verdict (exact metrics only)")
@@ -292,7 +294,7 @@ def looks_text(rule: Rule, family_size: int) -> list[str]:
         text = f"  look at {n} seed(s): paired |t| >= {float(at_full):.3f}"
         text += f" (error spent {float(share):.4f} of {rule.alpha:g})"
         if strictest < rule.alpha:
-            text += f"; Holm's first step ({strictest:.4f}): |t| >= {float(at_strict):.3f}"
+            text += f"; {step} ({strictest:.4f}): |t| >= {float(at_strict):.3f}"
         lines.append(text)
     return lines
 
