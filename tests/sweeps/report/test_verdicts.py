@@ -14,7 +14,16 @@ from scipy.stats import t
 
 from sweeps.report import calibrate
 from sweeps.report.sequential import Design
-from sweeps.report.verdicts import Rule, detectable, holm, rule_for, seeds_to_decide, sign_test_p, words
+from sweeps.report.verdicts import (
+    Rule,
+    detectable,
+    holm,
+    looks_text,
+    rule_for,
+    seeds_to_decide,
+    sign_test_p,
+    words,
+)
 
 SIMS = 20_000
 
@@ -202,3 +211,35 @@ def test_the_study_file_sets_the_rule_and_refuses_what_it_cannot_use(tmp_path):
             load_study(write_study(tmp_path, name=f"bad{i}", **{key: value}))
     with pytest.raises(ConfigError, match=r"margins\.val_loss: given 0\.0; allowed: a number > 0"):
         load_study(write_study(tmp_path, name="bad9", margins={"val_loss": 0}))
+
+
+def test_a_relative_margin_is_a_fraction_of_the_reference_and_decides_first():
+    """The default study's throughput: 3% slower in every probe round is `worse` without a margin
+    and `equivalent` within +-10% of the baseline's speed (the margin a fraction, not tokens/s)."""
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import TrialState, create_trial
+
+    from sweeps.report.fronts import compute
+
+    def trial(label, seed):
+        return create_trial(state=TrialState.COMPLETE, values=[2.0 + 0.01 * seed], params={"design": label},
+                            distributions={"design": CategoricalDistribution(["base", "x"])},
+                            user_attrs={"point": label, "seed": seed})  # fmt: skip
+
+    trials = [trial(label, s) for label in ("base", "x") for s in range(3)]
+    speed = 10_000.0
+    slower = {f"round{r}": speed * (0.97 + 0.001 * (r % 3)) for r in range(20)}
+    rounds = {"base": {"tokens_per_s": {f"round{r}": speed for r in range(20)}}, "x": {"tokens_per_s": slower}}
+    objectives = [("tokens_per_s", "maximize")]
+    robust = frozenset({"tokens_per_s"})
+
+    def word(margins):
+        rule = Rule(margins=margins, n_min=3, n_max=3)
+        result = compute(trials, objectives, "base", rounds, 50, robust, rule)
+        return next(r for r in result["points"] if r["point"] == "x")["verdict"]["tokens_per_s"]
+
+    assert word({}) == "worse"
+    assert word({"tokens_per_s": 0.1}) == "equivalent"  # +-1000 tokens/s around 10000
+    assert word({"tokens_per_s": 0.02}) == "worse"  # 3% is outside +-2%
+    assert looks_text(Rule(family="bonferroni", n_min=6, n_max=6), 2)[1].endswith(
+        "Bonferroni's level (0.0250): |t| >= 3.163")  # fmt: skip
