@@ -29,6 +29,12 @@ Fields of a record:
 - `recall`: which of the recall probe's measurements it is (`trainers.recall`; None: not the
   probe's): `text` (copies and lookups in the text's own symbols), `reserved` (lookups in the
   records' reserved symbols) or `curve` (read from the reserved lookups' curve over training).
+- `test`: what judges a paired comparison of it (`sweeps.report.verdicts.judge`): `t` (a paired
+  t over seeds), `sign` (timing rounds), `exact` (no test: any difference decides), or for a
+  bounded, bimodal or censored metric `permutation` (exact paired permutation test, the interval
+  within the metric's range) or `logrank` (time to an event, censored at the budget;
+  `sweeps.report.exact_tests`). Left empty, the one `varies` implies (seed: t, rounds: sign,
+  exact: exact).
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ WORKERS = ("global", "max", "min", "sum", "mean", "same", "rank0")
 ALL_REDUCED = ("max", "min", "sum", "mean")  # what trainers.distributed reduces at the end
 SHOWN = ("relative", "absolute")
 SOURCES = ("trial", "data_parallel", "probe", "eval")
+TESTS = ("t", "sign", "exact", "permutation", "logrank")
+IMPLIED_TEST = {"seed": "t", "rounds": "sign", "exact": "exact"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +67,11 @@ class Metric:
     source: Literal["trial", "data_parallel", "probe"] = "trial"
     needs_data: str | tuple[str, ...] | None = None
     recall: Literal["text", "reserved", "curve"] | None = None
+    test: str = ""
+
+    def __post_init__(self):
+        if not self.test:  # frozen: the implied test is set once, here
+            object.__setattr__(self, "test", IMPLIED_TEST.get(self.varies, ""))
 
     def problems(self) -> list[str]:
         """What makes this record inconsistent ([] when none)."""
@@ -69,6 +82,10 @@ class Metric:
                 out.append(f"{field}: given {getattr(self, field)!r}; allowed: {', '.join(allowed)}")
         if self.workers not in (*WORKERS, None):
             out.append(f"workers: given {self.workers!r}; allowed: {', '.join(WORKERS)} or None")
+        if self.test not in TESTS:
+            out.append(f"test: given {self.test!r}; allowed: {', '.join(TESTS)}")
+        elif self.varies != "seed" and self.test != IMPLIED_TEST.get(self.varies):
+            out.append(f"test: {self.varies} metrics are judged by the {IMPLIED_TEST[self.varies]} test")
         if self.objective and self.direction is None:
             out.append("an objective needs a direction")
         if (self.varies == "rounds") != (self.statistic == "median"):
@@ -102,12 +119,14 @@ def _probe(name: str, unit: str) -> Metric:
     )  # fmt: skip
 
 
-def _recall(name: str, unit: str, direction: Direction, recall: str = "text") -> Metric:
+def _recall(name: str, unit: str, direction: Direction, recall: str = "text", test: str = "") -> Metric:
     """The recall probe's (trainers.recall): the same items for every trial, measured on the final
     weights, which every data-parallel worker holds alike. Its records' reserved symbols are
     planted in text data only (`data.records`)."""
     data = ("text", "tokens") if recall == "text" else "text"
-    return Metric(name, unit, direction, "seed", "same", objective=True, needs_data=data, recall=recall)
+    return Metric(
+        name, unit, direction, "seed", "same", objective=True, needs_data=data, recall=recall, test=test
+    )
 
 
 ENTRIES = (
@@ -128,8 +147,9 @@ ENTRIES = (
     # lookups in the records' reserved symbols (data.records.symbols: reserved), and when they emerge
     _recall("reserved_recall_loss", "nats/token", "minimize", "reserved"),
     _recall("reserved_recall_acc", "fraction", "maximize", "reserved"),
-    _recall("reserved_recall_auc", "fraction", "maximize", "curve"),
-    _recall("reserved_recall_tokens", "tokens", "minimize", "curve"),
+    # bounded and bimodal (chance or ~1), and censored at the budget: tests that fit them
+    _recall("reserved_recall_auc", "fraction", "maximize", "curve", test="permutation"),
+    _recall("reserved_recall_tokens", "tokens", "minimize", "curve", test="logrank"),
     Metric("reserved_recall_emerged", "0/1", "maximize", "seed", "same", needs_data="text", recall="curve"),
     _probe("tokens_per_s", "tokens/s"),
     _probe("tokens_per_s_ratio", "x the baseline's"),
@@ -207,6 +227,18 @@ def varies_with_seed(name: str) -> bool:
     """More seeds can move its verdict (unknown names: assumed so)."""
     m = get(name)
     return m is None or m.varies == "seed"
+
+
+def test_of(name: str) -> str:
+    """The test that judges a paired comparison of `name` (unknown names: the t test)."""
+    m = get(name)
+    return "t" if m is None else m.test
+
+
+def is_bounded_fraction(name: str) -> bool:
+    """A fraction (0..1): a difference of two lies in [-1, 1]."""
+    m = get(name)
+    return m is not None and m.unit == "fraction"
 
 
 def is_relative(name: str) -> bool:

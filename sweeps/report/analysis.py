@@ -62,7 +62,10 @@ def fronts_for(study, trials, replicates: int = REPLICATES, plan=None) -> dict:
     robust = metrics_table.robust(timed)
     references = reference_points(study, complete)
     matched = matched_points(study, complete)
-    result = compute(complete, objectives, references, rounds, replicates, robust, rule_for(study), matched)
+    budgets = budgets_of(study, complete) if any(
+        metrics_table.test_of(m) == "logrank" for m, _ in objectives) else None  # fmt: skip
+    result = compute(complete, objectives, references, rounds, replicates, robust, rule_for(study), matched,
+                     budgets)  # fmt: skip
     result["robust"] = sorted(robust)
     if study.tune is not None:  # each point's tuned value, from its tune runs (none of them above)
         ended = tuning.choices(study, trials)
@@ -81,6 +84,18 @@ def fronts_for(study, trials, replicates: int = REPLICATES, plan=None) -> dict:
             ci = median_interval(scale)
             row[f"{speed}_ci"] = [ci["lo"], ci["hi"]]
     return result
+
+
+def budgets_of(study, trials) -> dict[str, float]:
+    """Tokens each point's trials train (steps x tokens a step: where a time to an event that never
+    came is censored)."""
+    out = {}
+    for t in trials:
+        pid = RunRecord.of(t).point
+        if pid is not None and pid not in out:
+            cfg = study.trial_config(dict(t.params))
+            out[pid] = float(cfg.max_steps * cfg.tokens_per_step)
+    return out
 
 
 def report_fronts(study, trials, tracker=None, stream=None, plan=None) -> dict[str, float]:

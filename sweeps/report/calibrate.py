@@ -19,6 +19,14 @@ null; at an effect, the wrong direction), `familywise_rate` (studies with any fa
 `power` (per comparison, the right direction, at the effect), `equivalent_rate`, `undecided_rate`,
 `mean_seeds`, and `mc_error` (one standard error of each rate). `--spending naive --family none`
 is the rule before planned looks (each look at the full level) for comparison.
+
+`--recall auc|tokens --repeats N` calibrates the recall metrics' own tests
+(`sweeps.report.exact_tests`: the exact paired permutation test of reserved_recall_auc, the paired
+permutation log-rank of reserved_recall_tokens censored at the budget) beside the paired t test
+on the same simulated studies: each seed's value of both designs drawn from the trials on record
+(`--trials`, docs/verdicts/data/recall_study_trials.csv: 12 trials of studies/recall.yaml, pooled:
+the null, no design differs), and with `--alternative emerged` the design's from the trials
+that recalled by the budget only (a design that always recalls).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sweeps.report import exact_tests
 from sweeps.report.sequential import NAIVE, SPENDING, Design
 from sweeps.report.verdicts import FAMILIES, OPEN, holm, t_intervals, t_p_values, words
 from sweeps.study.tuning import choose
@@ -162,6 +171,56 @@ def simulate_tuned(
     return out
 
 
+RECALL_TRIALS = Path("docs/verdicts/data/recall_study_trials.csv")
+
+
+def recall_trials(path: Path = RECALL_TRIALS) -> dict[str, np.ndarray]:
+    """The recall study's trials: `auc`, `tokens` (the budget where recall never came), `emerged`,
+    and the `budget` they were censored at (the largest value, the last validation)."""
+    import csv
+
+    rows = list(csv.DictReader(line for line in path.read_text().splitlines() if not line.startswith("#")))
+    emerged_at = [float(r["emerged_at"]) if r["emerged_at"] else math.nan for r in rows]
+    budget = float(np.nanmax(emerged_at))
+    tokens = np.array([budget if math.isnan(t) else t for t in emerged_at])
+    return {"auc": np.array([float(r["auc"]) for r in rows]), "tokens": tokens,
+            "emerged": tokens < budget, "budget": np.array(budget)}  # fmt: skip
+
+
+def simulate_recall(metric: str, seeds: int, sims: int, level: float = 0.95, alternative: str = "null",
+                    seed: int = 0, path: Path = RECALL_TRIALS) -> dict:  # fmt: skip
+    """Rejection rates of a recall metric's own test and of the paired t test on the same studies
+    of `seeds` paired seeds (`alternative`: `null`, or `emerged`: the design always recalls).
+    Under the null every rejection is false; under `emerged` the right one is `better`."""
+    trials = recall_trials(path)
+    values, budget = trials[metric], float(trials["budget"])
+    pool_x = values[trials["emerged"]] if alternative == "emerged" else values
+    rng = np.random.default_rng(seed)
+    x, ref = rng.choice(pool_x, (sims, seeds)), rng.choice(values, (sims, seeds))
+    diffs = x - ref
+    alpha = 1 - level
+    mean, sd = diffs.mean(axis=1), diffs.std(axis=1, ddof=1)
+    t_p = t_p_values(mean, sd, seeds, Design(seeds, seeds))
+    better = mean > 0 if metric == "auc" else mean < 0  # auc: higher is better; tokens: fewer
+    if metric == "auc":
+        test = "permutation"
+        arranged = np.abs(exact_tests.signs(seeds) @ diffs.T)  # [arrangement, study]
+        p = np.mean(arranged >= np.abs(diffs.sum(axis=1))[None, :] - 1e-12, axis=0)
+    else:
+        test = "logrank"
+        found = [exact_tests.logrank_p(a, b, budget) for a, b in zip(x, ref, strict=True)]
+        p = np.array([f[0] for f in found])
+        better = np.array([f[1] > 0 for f in found])  # more early events than expected: earlier
+    out = {"metric": f"reserved_recall_{metric}", "test": test, "seeds": seeds, "sims": sims, "level": level,
+           "alternative": alternative}  # fmt: skip
+    for name, rejected, right in ((test, p <= alpha, better), ("t", t_p <= alpha, mean > 0 if metric == "auc"
+                                                                else mean < 0)):  # fmt: skip
+        rate = float(rejected.mean()) if alternative == "null" else float((rejected & right).mean())
+        key = "false_verdict_rate" if alternative == "null" else "power"
+        out[name] = {key: rate, "mc_error": math.sqrt(rate * (1 - rate) / sims)}
+    return out
+
+
 def standardized(sample) -> np.ndarray:
     """Values centred and scaled to mean 0 and SD 1 as a distribution (ddof 0), so that drawing from
     them with replacement has the measured shape and unit variance, as the normal draws have."""
@@ -250,7 +309,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--peak", type=float, default=0.0, help="with --tune: the reference's curve off its best"
     )
+    parser.add_argument("--recall", choices=("auc", "tokens"), help="calibrate a recall metric's own test")
+    parser.add_argument("--alternative", choices=("null", "emerged"), default="null",
+                        help="with --recall: no difference, or a design that always recalls")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.recall:
+        rates = simulate_recall(
+            args.recall, args.repeats[1], args.sims, args.level, args.alternative, args.seed
+        )
+        return _write(rates, args.json)
     sample = read_sample(args.shape) if args.shape else None
     if sample is not None and args.tune:
         _refuse("--shape and --tune: the tune stage's simulation draws normal values only; give one of them")
@@ -267,10 +334,14 @@ def main(argv: list[str] | None = None) -> int:
                 design, len(sample), args.sims, points=args.points, effect=args.effect, level=args.level,
                 family=args.family, margin=args.margin, correlation=args.correlation,
             )  # fmt: skip
+    return _write(rates, args.json)
+
+
+def _write(rates: dict, path: Path | None) -> int:
     text = json.dumps(rates, indent=2)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text + "\n")
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
     print(text, file=sys.stdout)
     return 0
 

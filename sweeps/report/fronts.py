@@ -13,11 +13,13 @@ standard deviation and the seed count are kept). Then:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 from optuna.trial import TrialState
 
-from sweeps.report import stats
+from sweeps.report import exact_tests, stats
 from sweeps.report.dominance import hypervolume, nondominated_ranks, normalise, to_minimise
 from sweeps.report.verdicts import Rule, judge
 from sweeps.study.run_record import RunRecord
@@ -54,6 +56,7 @@ def compute(
     robust: frozenset[str] = frozenset(),
     rule=None,
     matched: Mapping[str, str] | None = None,
+    budgets: Mapping[str, float] | None = None,
 ) -> dict:
     """Fronts over points. `reference`: the point id differences are taken against, or each
     point's own ({point id: reference point id}: a ladder's reference per rung); `samples`
@@ -61,12 +64,15 @@ def compute(
     `robust` are summarised by medians and order-statistic intervals; `rule`
     (`sweeps.report.verdicts.Rule`, `verdicts.rule_for(study)`; default: 95%, Holm, one look)
     judges the comparisons with the reference; `matched` ({point id: its matched baseline's id},
-    `reference.match`) adds a comparison of each such point with its own baseline, in the same family."""
+    `reference.match`) adds a comparison of each such point with its own baseline, in the same family;
+    `budgets` ({point id: tokens trained}) censor the time-to-event metrics (a `logrank` test)."""
     metrics = [m for m, _ in objectives]
     directions = [d for _, d in objectives]
     rows = point_table(trials, metrics)
     for row in rows:
         row["samples"].update((samples or {}).get(row["point"], {}))
+        if budgets and row["point"] in budgets:
+            row["budget"] = budgets[row["point"]]
     result = {"objectives": [{"metric": m, "direction": d} for m, d in objectives], "points": rows}
     result["references"] = references_among(reference, rows)
     single = isinstance(reference, str) and reference in result["references"]
@@ -172,5 +178,18 @@ def _comparison(row: Mapping, ref: Mapping, metric: str, direction: str, robust,
     """One paired comparison of `row` with `ref` on `metric`, for `verdicts.judge`; `against`: the
     prefix of the row's keys it fills (empty: the reference's; `matched_`: its matched baseline's)."""
     diff = stats.paired(row["samples"][metric], ref["samples"][metric], metric in robust)
+    test = metrics_table.test_of(metric)
     kind = "exact" if metrics_table.is_exact(metric) else "rounds" if metric in robust else "seeds"
-    return {**diff, "metric": metric, "direction": direction, "kind": kind, "row": row, "against": against}
+    kind = test if kind == "seeds" and test in exact_tests.TESTS else kind
+    out = {**diff, "metric": metric, "direction": direction, "kind": kind, "row": row, "against": against}
+    if kind == "permutation" and metrics_table.is_bounded_fraction(metric):
+        out["bounds"] = (-1.0, 1.0)
+    if kind == "logrank":  # the pairs themselves, censored where a trial ran out of budget
+        keys = sorted(set(row["samples"][metric]) & set(ref["samples"][metric]), key=str)
+        out["pairs"] = {"x": [row["samples"][metric][k] for k in keys],
+                        "ref": [ref["samples"][metric][k] for k in keys]}  # fmt: skip
+        out["censor_at"] = min(row.get("budget", math.inf), ref.get("budget", math.inf))
+    if metrics_table.is_relative(metric):  # its margin is a fraction of the reference's value
+        values = list(ref["samples"][metric].values())
+        out["scale"] = float(np.median(values) if metric in robust else np.mean(values))
+    return out

@@ -159,7 +159,8 @@ def _open_note(diff: Mapping) -> str:
         parts.append(f"detectable at 80% power: ±{diff['detectable']:.4f}")
     if "seeds_to_decide" in diff:
         needed = diff["seeds_to_decide"]
-        parts.append(f"{needed} seeds to decide at the margin" if needed else "no feasible seed count")
+        goal = "to detect the difference seen" if diff.get("test") == "logrank" else "to decide at the margin"
+        parts.append(f"{needed} seeds {goal}" if needed else "no feasible seed count")
     return "; ".join(parts)
 
 
@@ -218,6 +219,9 @@ def _comparison_lines(result: Mapping, ref: Mapping, rows: list, indent: str, ru
     return lines
 
 
+EXACT_TEST_NAMES = {"permutation": "exact paired permutation test", "logrank": "paired log-rank test"}
+
+
 def _parts(result: Mapping, row: Mapping, ref: Mapping, against: str) -> str:
     """`row`'s differences to `ref` per objective (`against`: which of the row's comparisons)."""
     parts = []
@@ -236,7 +240,9 @@ def _parts(result: Mapping, row: Mapping, ref: Mapping, against: str) -> str:
             spread = f" ± {half:.4f}" if math.isfinite(half) else ""
             note = _open_note(diff)
             note = f"; {note}" if note else ""
-            parts.append(f"{m} {diff['mean']:+.4f}{spread} ({word}, {diff['n']} seed(s){note})")
+            test = EXACT_TEST_NAMES.get(diff.get("test"), "")  # the t test goes unnamed (the rule line)
+            test = f", {test}" if test else ""
+            parts.append(f"{m} {diff['mean']:+.4f}{spread} ({word}, {diff['n']} seed(s){test}{note})")
     return "; ".join(parts)
 
 
@@ -247,8 +253,8 @@ def write_files(result: Mapping, folder: Path) -> list[Path]:
     paths[0].write_text(json.dumps(result, indent=2, default=str))
     with paths[1].open("w", newline="") as fh:
         writer = csv.writer(fh)
-        per_metric = ["", "_std", "_ci_lo", "_ci_hi", "_diff", "_diff_lo", "_diff_hi", "_verdict", "_p",
-                      "_alpha", "_detectable", "_seeds_to_decide"]  # fmt: skip
+        per_metric = ["", "_std", "_ci_lo", "_ci_hi", "_diff", "_diff_lo", "_diff_hi", "_verdict", "_test",
+                      "_p", "_alpha", "_detectable", "_seeds_to_decide"]  # fmt: skip
         matching = bool(result.get("matched"))
         if matching:
             per_metric += ["_matched_diff", "_matched_diff_lo", "_matched_diff_hi", "_matched_verdict"]
@@ -263,8 +269,9 @@ def write_files(result: Mapping, folder: Path) -> list[Path]:
                 diff = r["diff"].get(m, {})
                 word = r["verdict"].get(m, "reference" if is_reference(result, r["point"]) else "")
                 cells += [r[m], r[m + "_std"], *r[m + "_ci"], diff.get("mean", ""), diff.get("lo", ""),
-                          diff.get("hi", ""), word, diff.get("p", ""), diff.get("alpha", ""),
-                          diff.get("detectable", ""), diff.get("seeds_to_decide", "")]  # fmt: skip
+                          diff.get("hi", ""), word, diff.get("test", ""), diff.get("p", ""),
+                          diff.get("alpha", ""), diff.get("detectable", ""),
+                          diff.get("seeds_to_decide", "")]  # fmt: skip
                 if matching:  # against the row's matched baseline (`reference.match`)
                     own = r.get("matched_diff", {}).get(m, {})
                     cells += [own.get("mean", ""), own.get("lo", ""), own.get("hi", ""),

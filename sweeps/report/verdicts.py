@@ -10,14 +10,19 @@ the last axis is the family (the comparisons of one study), leading axes are sim
    timing-round comparison (the probe's rounds) by the sign test; an exact metric (memory,
    parameters) is no test and stays out of the family.
 2. family: `holm` (default; Holm's step-down over the points x objectives compared with the
-   reference, valid under any dependence between them, e.g. the shared reference) or `none`
+   reference, valid under any dependence between them, e.g. the shared reference), `bonferroni`
+   (every comparison at level / family size: less power than Holm, but no comparison's level
+   depends on another's p-value, so one noisy comparison cannot move another's word) or `none`
    (each comparison at the full level). Each comparison gets the level it is judged at: its own
    step if rejected, else the level where the step-down stopped.
 3. interval at that level (the adjusted interval): it excludes 0 exactly when the comparison is
-   rejected. Words: `better` / `worse` (rejected, by the objective's direction); with a margin for
-   the objective, `equivalent` when the interval lies inside +-margin (two one-sided tests, each
-   at half the level) and `undecided` otherwise; without a margin `indistinguishable`; and
-   `undecided` when there is no spread to test (one seed).
+   rejected. Words: with a margin for the objective, `equivalent` when the interval lies inside
+   +-margin (two one-sided tests, each at half the level), whether or not it excludes 0: a
+   difference shown to be smaller than what the study calls a difference is the same for its
+   user; else `better` / `worse` (rejected, by the objective's direction); else `undecided` with
+   a margin and `indistinguishable` without; and `undecided` when there is no spread to test (one
+   seed). A margin of a metric shown relative to the reference (throughput, memory, parameters:
+   `shown: relative` in trainers.metrics) is a fraction of the reference's value (0.05: +-5%).
 4. for a comparison that is not decided: the smallest difference its seeds could detect at 80%
    power at its level and, with a margin, the seeds a fixed-count study would need to decide it
    at the margin (interval inside +-margin with 80% power when there is no difference; the same
@@ -32,10 +37,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from sweeps.report import exact_tests
 from sweeps.report.sequential import SPENDING, Design, spent
 from sweeps.report.stats import median_interval
 
-FAMILIES = ("holm", "none")
+FAMILIES = ("holm", "bonferroni", "none")
 DECIDED = ("better", "worse", "equivalent")
 OPEN = ("indistinguishable", "undecided")  # more seeds could still decide it
 POWER = 0.8
@@ -72,7 +78,7 @@ class Rule:
         """e.g. `95%, Holm over 8 comparisons, looks at 3..5 seeds, Lan-DeMets O'Brien-Fleming-type
         alpha spending, margins val_loss +-0.01`."""
         size = f" over {family_size} comparison(s)" if family_size is not None else ""
-        family = f"Holm{size}" if self.family == "holm" else f"no family adjustment{size}"
+        family = {"holm": "Holm", "bonferroni": "Bonferroni"}.get(self.family, "no family adjustment") + size
         if family_size is not None and family_size <= 1:
             family = f"{family_size} comparison (nothing to adjust)"
         margins = ", ".join(f"{m} +-{v:g}" for m, v in self.margins.items())
@@ -119,13 +125,16 @@ def sign_test_p(diffs) -> float:
 
 def holm(p, alpha: float, family: str = "holm"):
     """(levels, rejected): the level each comparison of the family (last axis) is judged at, and
-    whether it is rejected there. `none`: every comparison at alpha."""
+    whether it is rejected there. `bonferroni`: every comparison at alpha / m; `none`: at alpha."""
     p = np.asarray(p, dtype=float)
     if family not in FAMILIES:
         raise ValueError(f"verdicts.family: given {family!r}; allowed: {', '.join(FAMILIES)}")
     m = p.shape[-1] if p.ndim else 1
     if family == "none" or m <= 1:
         levels = np.full(p.shape, alpha)
+        return levels, p <= levels
+    if family == "bonferroni":
+        levels = np.full(p.shape, alpha / m)
         return levels, p <= levels
     order = np.argsort(p, axis=-1, kind="stable")
     ranked = np.take_along_axis(p, order, axis=-1)
@@ -149,6 +158,7 @@ def words(mean, lo, hi, rejected, lower_is_better, margin=math.nan):
         np.isfinite(margin), np.where(inside, "equivalent", "undecided"), "indistinguishable"
     )
     word = np.where(rejected, np.where(better, "better", "worse"), open_word)
+    word = np.where(np.isfinite(margin) & inside, "equivalent", word)
     return np.where(np.isfinite(lo) | rejected, word, "undecided").astype(object)
 
 
@@ -179,19 +189,25 @@ def seeds_to_decide(sd: float, margin: float, level_alpha: float, power: float =
     return int(ns[fits[0]]) if len(fits) else None
 
 
-KINDS = ("seeds", "rounds", "exact")
+KINDS = ("seeds", "rounds", "exact", *exact_tests.TESTS)
+TEST_OF_KIND = {"seeds": "t", "rounds": "sign", "exact": "exact"}  # the others are their test's name
 
 
 def judge(comparisons: list[dict], rule: Rule) -> dict:
     """Judges a study's comparisons with the reference as one family, in place. Each comparison:
     `metric`, `direction`, `kind` (`seeds`: a paired t over shared seeds at the planned looks;
     `rounds`: timing rounds, the sign test and an order-statistic interval of `diffs`; `exact`: no
-    test, any difference decides), `mean`, `std`, `n` (and `diffs` for rounds). Adds `p`,
+    test, any difference decides; `permutation`: the exact paired permutation test of `diffs`,
+    its interval within `bounds`; `logrank`: the paired log-rank of `pairs` ({"x", "ref"})
+    censored at `censor_at`, no interval; `sweeps.report.exact_tests`), `mean`, `std`, `n` (and
+    `diffs` for rounds; `scale`, the reference's value, for a metric whose margin is relative).
+    Adds `test` (the test's name), `p`,
     `alpha` (the level it is judged at), `lo`, `hi` (the adjusted interval), `verdict`, and for a
     seeds comparison not decided `detectable` (80% power) and, with a margin, `seeds_to_decide`.
     Returns what the report names: {"rule": text, "family": size, "level", "adjustment", ...}."""
 
     design, alpha = rule.design, rule.alpha
+    looks = len(design.looks)  # the exact tests' share of the level per look (Bonferroni over looks)
     p = np.ones(len(comparisons))
     for i, c in enumerate(comparisons):
         if c["kind"] not in KINDS:
@@ -200,6 +216,11 @@ def judge(comparisons: list[dict], rule: Rule) -> dict:
             p[i] = 0.0 if c["n"] >= 1 and c["mean"] != 0 else 1.0
         elif c["kind"] == "rounds":
             p[i] = sign_test_p(c["diffs"]) if c["n"] >= 1 else 1.0
+        elif c["kind"] == "permutation":
+            p[i] = min(1.0, exact_tests.permutation_p(c["diffs"]) * looks)
+        elif c["kind"] == "logrank":
+            found, later = exact_tests.logrank_p(c["pairs"]["x"], c["pairs"]["ref"], c["censor_at"])
+            p[i], c["o_minus_e"] = min(1.0, found * looks), later
         else:
             p[i] = float(t_p_values(c["mean"], c["std"], c["n"], design))
     family = [i for i, c in enumerate(comparisons) if c["kind"] != "exact"]
@@ -207,28 +228,46 @@ def judge(comparisons: list[dict], rule: Rule) -> dict:
     if family:
         levels[family], rejected[family] = holm(p[family], alpha, rule.family)
     for i, c in enumerate(comparisons):
-        margin = rule.margins.get(c["metric"], math.nan)
+        margin = rule.margins.get(c["metric"], math.nan) * abs(c.get("scale", 1.0))
         if c["kind"] == "seeds":
             lo, hi = (float(v) for v in t_intervals(c["mean"], c["std"], c["n"], design, levels[i]))
         elif c["kind"] == "rounds" and c["n"] >= 1:
             ci = median_interval(c["diffs"], 1 - levels[i])
             lo, hi = ci["lo"], ci["hi"]
+        elif c["kind"] == "permutation":
+            bounds = c.get("bounds", (-math.inf, math.inf))
+            lo, hi = exact_tests.permutation_interval(c["diffs"], levels[i] / looks, bounds)
+        elif c["kind"] == "logrank":  # no interval: the sign of observed minus expected events
+            lo = hi = math.nan
         elif c["n"] >= 1:  # exact: the difference itself
             lo = hi = c["mean"]
         else:
             lo = hi = math.nan
-        said = str(words(c["mean"], lo, hi, bool(rejected[i]), c["direction"] == "minimize", margin))
-        c.update(p=float(p[i]), alpha=float(levels[i]), lo=lo, hi=hi, verdict=said)
-        if c["kind"] == "seeds" and said not in DECIDED and c["n"] >= 2:
+        signed = -c.get("o_minus_e", 0.0) if c["kind"] == "logrank" else c["mean"]  # < 0: earlier
+        said = str(words(signed, lo, hi, bool(rejected[i]), c["direction"] == "minimize", margin))
+        test = TEST_OF_KIND.get(c["kind"], c["kind"])
+        c.update(test=test, p=float(p[i]), alpha=float(levels[i]), lo=lo, hi=hi, verdict=said)
+        if said in DECIDED or c["n"] < 2:
+            continue
+        level = float(levels[i])
+        if c["kind"] == "seeds":
             c["detectable"] = float(detectable(c["std"], c["n"], design, levels[i]))
             if math.isfinite(margin):
-                c["seeds_to_decide"] = seeds_to_decide(c["std"], margin, float(levels[i]))
-    adjusted = rule.family == "holm" and len(family) > 1
+                c["seeds_to_decide"] = seeds_to_decide(c["std"], margin, level)
+        elif c["kind"] == "permutation" and math.isfinite(margin):
+            c["seeds_to_decide"] = exact_tests.seeds_to_decide_permutation(c["diffs"], margin, level / looks)
+        elif c["kind"] == "logrank":
+            x, ref = c["pairs"]["x"], c["pairs"]["ref"]
+            c["seeds_to_decide"] = exact_tests.seeds_to_decide_logrank(x, ref, c["censor_at"], level / looks)
+    adjusted = rule.family != "none" and len(family) > 1
+    tests = {c["metric"]: c["test"] for c in comparisons}
     return {
-        "rule": rule.describe(len(family)),
+        "rule": rule.describe(len(family))
+        + ("; tests: " + ", ".join(f"{m} {t}" for m, t in tests.items()) if tests else ""),
+        "tests": tests,
         "level": rule.level,
         "family": len(family),
-        "adjustment": "holm" if adjusted else "none",
+        "adjustment": rule.family if adjusted else "none",
         "looks": list(design.looks),
         "spending": rule.spending,
         "margins": dict(rule.margins),
@@ -237,11 +276,13 @@ def judge(comparisons: list[dict], rule: Rule) -> dict:
 
 def looks_text(rule: Rule, family_size: int) -> list[str]:
     """The dry run's lines: the rule, then each look's |t| boundary for a paired comparison at the
-    full level and at Holm's strictest step (level / family size), with the error spent so far."""
+    full level and at Holm's strictest step (level / family size; Bonferroni: every comparison's
+    level), with the error spent so far."""
 
     design = rule.design
     lines = [rule.describe(family_size)]
-    strictest = rule.alpha / max(family_size, 1) if rule.family == "holm" else rule.alpha
+    strictest = rule.alpha / max(family_size, 1) if rule.family != "none" else rule.alpha
+    step = "Holm's first step" if rule.family == "holm" else "Bonferroni's level"
     for n in design.looks:
         if n < 2:
             lines.append(f"  look at {n} seed(s): no spread, no verdict (exact metrics only)")
@@ -253,7 +294,7 @@ def looks_text(rule: Rule, family_size: int) -> list[str]:
         text = f"  look at {n} seed(s): paired |t| >= {float(at_full):.3f}"
         text += f" (error spent {float(share):.4f} of {rule.alpha:g})"
         if strictest < rule.alpha:
-            text += f"; Holm's first step ({strictest:.4f}): |t| >= {float(at_strict):.3f}"
+            text += f"; {step} ({strictest:.4f}): |t| >= {float(at_strict):.3f}"
         lines.append(text)
     return lines
 

@@ -86,7 +86,8 @@ class Study:
     repeats_max: int | None = bounded(None, ge=1)
     verdicts: VerdictsConfig = VerdictsConfig()
     # Equivalence margins per objective ({val_loss: 0.01}): a point whose adjusted difference
-    # interval lies inside +-margin is `equivalent`; one it does not decide is `undecided`.
+    # interval lies inside +-margin is `equivalent`; one it does not decide is `undecided`. For a
+    # metric shown relative to the reference (tokens_per_s, peak_mem_mb), a fraction of its value.
     margins: dict[str, float] = dataclasses.field(default_factory=dict)
     # The hypervolume history's fixed normalisation (sweeps.report.history): per objective
     # [best, worst], declared before the launch; None: no history is logged.

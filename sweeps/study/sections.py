@@ -132,7 +132,7 @@ class VerdictsConfig:
     how adaptive seeds' planned looks spend the error (sweeps.report.sequential)."""
 
     level: float = bounded(0.95, ge=0.5, lt=1)
-    family: Literal["holm", "none"] = "holm"
+    family: Literal["holm", "bonferroni", "none"] = "holm"
     spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
 
 

@@ -14,7 +14,16 @@ from scipy.stats import t
 
 from sweeps.report import calibrate
 from sweeps.report.sequential import Design
-from sweeps.report.verdicts import Rule, detectable, holm, rule_for, seeds_to_decide, sign_test_p, words
+from sweeps.report.verdicts import (
+    Rule,
+    detectable,
+    holm,
+    looks_text,
+    rule_for,
+    seeds_to_decide,
+    sign_test_p,
+    words,
+)
 
 SIMS = 20_000
 
@@ -70,8 +79,9 @@ def test_a_measured_shape_is_drawn_at_unit_spread():
     assert abs(drawn["equivalent_rate"] - normal["equivalent_rate"]) < 3 * error
     assert within_level(normal, "false_verdict_rate", 0.05)
     heavy = [*np.random.default_rng(1).standard_normal(19), 8.0]  # one seed far out
-    tail = calibrate.simulate(Design(6, 6), 1, effect=0.0, sims=8000, margin=1.5, seed=4, sample=heavy)
-    assert tail["false_verdict_rate"] > 0.1  # measured 0.13: the t test's level does not hold there
+    # no margin: a rejection inside one would read `equivalent`, which is no false verdict at the null
+    tail = calibrate.simulate(Design(6, 6), 1, effect=0.0, sims=8000, seed=4, sample=heavy)
+    assert tail["false_verdict_rate"] > 0.1  # the t test's level does not hold there
     assert drawn["settings"]["shape"] == "4000 measured values" and normal["settings"]["shape"] == "normal"
 
 
@@ -136,6 +146,10 @@ def test_holm_by_hand():
     assert rejected.tolist() == [True, True] and levels == pytest.approx([0.025, 0.05])
     levels, rejected = holm([0.01, 0.04, 0.03], 0.05, "none")
     assert rejected.all() and (levels == 0.05).all()
+    # Bonferroni: each at 0.05/3, whatever the others' p-values
+    levels, rejected = holm([0.01, 0.04, 0.03], 0.05, "bonferroni")
+    assert rejected.tolist() == [True, False, False] and levels == pytest.approx([0.05 / 3] * 3)
+    assert holm([0.9, 0.03], 0.05, "bonferroni")[0] == pytest.approx([0.025, 0.025])
 
 
 def test_words_separate_equivalent_from_too_few_seeds():
@@ -144,6 +158,9 @@ def test_words_separate_equivalent_from_too_few_seeds():
     margin = np.array([0.01, 0.01, np.nan, 0.01])
     said = words((lo + hi) / 2, lo, hi, rejected, True, margin).tolist()
     assert said == ["equivalent", "undecided", "indistinguishable", "worse"]
+    # a difference shown smaller than the margin is `equivalent`, whether or not it excludes 0
+    inside = words(-0.005, -0.008, -0.002, True, True, 0.01).tolist()
+    assert inside == "equivalent" and words(-0.005, -0.012, -0.002, True, True, 0.01).tolist() == "better"
     assert words(0.1, np.nan, np.nan, False, True).tolist() == "undecided"  # one seed: no interval
 
 
@@ -160,8 +177,8 @@ def test_power_and_seeds_by_hand():
 def test_sign_test_and_rule_checks():
     assert sign_test_p([-1.0] * 6) == pytest.approx(2 / 64)
     assert sign_test_p([-1.0] * 5) == pytest.approx(2 / 32)  # five rounds cannot reach 5%
-    with pytest.raises(ValueError, match="verdicts.family: given 'bonferroni'; allowed: holm, none"):
-        Rule(family="bonferroni")
+    with pytest.raises(ValueError, match="verdicts.family: given 'sidak'; allowed: holm, bonferroni, none"):
+        Rule(family="sidak")
     rule = Rule(n_min=3, n_max=5, margins={"val_loss": 0.01})
     assert rule.describe(4) == (
         "95%, Holm over 4 comparison(s), looks at 3..5 seeds, Lan-DeMets O'Brien-Fleming-type alpha"
@@ -187,10 +204,43 @@ def test_the_study_file_sets_the_rule_and_refuses_what_it_cannot_use(tmp_path):
     assert plan.count("look at ") == 3 and "paired |t| >= " in plan
     bad = {
         "margins": ({"tokens": 0.01}, r"margins\.tokens: given 'tokens'; allowed: an objective \(val_loss,"),
-        "verdicts": ({"family": "bonferroni"}, r"verdicts\.family: given 'bonferroni'; allowed: holm, none"),
+        "verdicts": ({"family": "sidak"}, r"verdicts\.family: given 'sidak'; allowed: holm, bonferroni,"),
     }
     for i, (key, (value, message)) in enumerate(bad.items()):
         with pytest.raises(ConfigError, match=message):
             load_study(write_study(tmp_path, name=f"bad{i}", **{key: value}))
     with pytest.raises(ConfigError, match=r"margins\.val_loss: given 0\.0; allowed: a number > 0"):
         load_study(write_study(tmp_path, name="bad9", margins={"val_loss": 0}))
+
+
+def test_a_relative_margin_is_a_fraction_of_the_reference_and_decides_first():
+    """The default study's throughput: 3% slower in every probe round is `worse` without a margin
+    and `equivalent` within +-10% of the baseline's speed (the margin a fraction, not tokens/s)."""
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import TrialState, create_trial
+
+    from sweeps.report.fronts import compute
+
+    def trial(label, seed):
+        return create_trial(state=TrialState.COMPLETE, values=[2.0 + 0.01 * seed], params={"design": label},
+                            distributions={"design": CategoricalDistribution(["base", "x"])},
+                            user_attrs={"point": label, "seed": seed})  # fmt: skip
+
+    trials = [trial(label, s) for label in ("base", "x") for s in range(3)]
+    speed = 10_000.0
+    slower = {f"round{r}": speed * (0.97 + 0.001 * (r % 3)) for r in range(20)}
+    same = {f"round{r}": speed for r in range(20)}
+    rounds = {"base": {"tokens_per_s": same}, "x": {"tokens_per_s": slower}}
+    objectives = [("tokens_per_s", "maximize")]
+    robust = frozenset({"tokens_per_s"})
+
+    def word(margins):
+        rule = Rule(margins=margins, n_min=3, n_max=3)
+        result = compute(trials, objectives, "base", rounds, 50, robust, rule)
+        return next(r for r in result["points"] if r["point"] == "x")["verdict"]["tokens_per_s"]
+
+    assert word({}) == "worse"
+    assert word({"tokens_per_s": 0.1}) == "equivalent"  # +-1000 tokens/s around 10000
+    assert word({"tokens_per_s": 0.02}) == "worse"  # 3% is outside +-2%
+    assert looks_text(Rule(family="bonferroni", n_min=6, n_max=6), 2)[1].endswith(
+        "Bonferroni's level (0.0250): |t| >= 3.163")  # fmt: skip
