@@ -44,7 +44,7 @@ rank  p_front  point     seeds  train.lr  val_loss    vs reference  params
 0     1.00     sat       3      0.001     2.81±0.025  better        model.residual=sat
 1     0.00     baseline  3      0.01      3.01±0.025  reference     model.residual=baseline
 values: mean ± half-width of the 95% t interval over seeds; vs reference: the paired verdict per \
-objective (95%, 1 comparison (nothing to adjust), one look (t test))
+objective (95%, 1 comparison (nothing to adjust), one look (t test); tests: val_loss t)
 hypervolume (normalised, ref 1.1): 1.0000; front: 1 point(s)"""
 
 TUNED = """\
