@@ -71,8 +71,16 @@ def plot(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from sweeps.report.outputs import most_relevant  # plotting only; outputs imports the fronts
+
     fig, (by_tokens, by_time) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for row in rows:
+    with_curve = [r for r in rows if point_curves.get(r["point"])]
+    shown = most_relevant(with_curve)  # a search's thousands of curves: the ones a reader wants
+    if len(shown) < len(with_curve):
+        by_tokens.set_title(
+            f"{len(shown)} of {len(with_curve)} points (the references, the front, by p_front)", fontsize=9
+        )
+    for row in shown:
         curve = point_curves.get(row["point"])
         if not curve:
             continue

@@ -22,6 +22,8 @@ from pathlib import Path
 
 from sweeps.report.stats import interval
 
+CURVES_SHOWN = 20  # lines in the figure; paired_curves.csv has every point
+
 
 def loss_metric(result: Mapping) -> str:
     metrics = [o["metric"] for o in result["objectives"]]
@@ -105,8 +107,15 @@ def _plot(rows: list[dict], names: Mapping[str, str], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for pid in dict.fromkeys(r["point"] for r in rows):
-        mine = [r for r in rows if r["point"] == pid]
+    by_point: dict[str, list[dict]] = {}
+    for r in rows:
+        by_point.setdefault(r["point"], []).append(r)
+    shown = list(by_point)
+    if len(shown) > CURVES_SHOWN:  # a search's thousands: the lowest final differences (CSV: all)
+        best = sorted(shown, key=lambda pid: by_point[pid][-1]["diff"])[:CURVES_SHOWN]
+        shown = [pid for pid in shown if pid in set(best)]
+    for pid in shown:
+        mine = by_point[pid]
         tokens = [r["tokens"] for r in mine]
         line = ax.plot(tokens, [r["diff"] for r in mine], marker=".", label=names.get(pid, pid))[0]
         if all(math.isfinite(r["lo"]) for r in mine):
@@ -121,6 +130,9 @@ def _plot(rows: list[dict], names: Mapping[str, str], path: Path) -> Path:
         f"{metric} difference to the reference at each evaluation (pointwise 95% t band)", fontsize=9
     )
     ax.legend(fontsize=7)
+    if len(shown) < len(by_point):
+        ax.text(0.01, 0.01, f"{len(shown)} of {len(by_point)} points: the lowest final differences (CSV: all)",
+                transform=ax.transAxes, fontsize=7)  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
