@@ -31,6 +31,30 @@ def front_mask(points) -> np.ndarray:
     """Which points no other point dominates (minimisation); equal points are both on it. NaN
     compares false both ways, as in `dominates`: a point with a NaN is never dominated."""
     array = _matrix(points)
+    if len(array) < 2 or not np.isfinite(array).all():
+        return _cull(array)
+    if array.shape[1] == 2:
+        return _front_2d(array)
+    unique, inverse = np.unique(array, axis=0, return_inverse=True)  # equal points: one fate
+    return _cull(unique)[inverse.reshape(-1)] if len(unique) < len(array) else _cull(array)
+
+
+def _front_2d(array: np.ndarray) -> np.ndarray:
+    """Two objectives, finite: in lexicographic order a point is dominated exactly when an
+    earlier point with a smaller first value has a second value no larger, or the first point
+    of its own first value has a smaller second value."""
+    order = np.lexsort((array[:, 1], array[:, 0]))
+    x, y = array[order, 0], array[order, 1]
+    starts = np.flatnonzero(np.r_[True, x[1:] != x[:-1]])  # where each run of equal x begins
+    group = np.cumsum(np.r_[True, x[1:] != x[:-1]]) - 1
+    best_before = np.r_[np.inf, np.minimum.accumulate(y)[starts[1:] - 1]]  # min y of smaller x
+    dominated = (best_before[group] <= y) | (y[starts][group] < y)
+    on_front = np.empty(len(array), dtype=bool)
+    on_front[order] = ~dominated
+    return on_front
+
+
+def _cull(array: np.ndarray) -> np.ndarray:
     n = len(array)
     on_front = np.zeros(n, dtype=bool)
     if n == 0:
