@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from optuna.trial import TrialState
-
 import numpy as np
+from optuna.trial import TrialState
 
 from sweeps.report.dominance import hypervolume
 
@@ -42,7 +41,8 @@ def completed_in_order(trials) -> list:
 def history(trials, metrics: Sequence[str], bounds: Mapping[str, Sequence[float]]) -> list[float]:
     """The hypervolume after each completed trial, in completion order (one value per trial)."""
     box = [bounds[m] for m in metrics]
-    return front_history([normalised(t.values, box) for t in completed_in_order(trials)], [1.0] * len(metrics))
+    points = [normalised(t.values, box) for t in completed_in_order(trials)]
+    return front_history(points, [1.0] * len(metrics))
 
 
 def front_history(points, ref) -> list[float]:

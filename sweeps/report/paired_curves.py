@@ -131,8 +131,8 @@ def _plot(rows: list[dict], names: Mapping[str, str], path: Path) -> Path:
     )
     ax.legend(fontsize=7)
     if len(shown) < len(by_point):
-        ax.text(0.01, 0.01, f"{len(shown)} of {len(by_point)} points: the lowest final differences (CSV: all)",
-                transform=ax.transAxes, fontsize=7)  # fmt: skip
+        note = f"{len(shown)} of {len(by_point)} points: the lowest final differences (CSV: all)"
+        ax.text(0.01, 0.01, note, transform=ax.transAxes, fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
