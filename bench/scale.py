@@ -51,6 +51,8 @@ def parse_args(argv=None):
     p.add_argument("--jsonl", default=None, help="append one JSON line per launch here")
     p.add_argument("--plot", default=None, help="cost against trials, PNG (from --jsonl's lines)")
     p.add_argument("--keep", action="store_true", help="keep each launch's folder")
+    p.add_argument("--report-only", default=None, help="points, comma-separated: the report alone")
+    p.add_argument("--seeds", type=int, default=1, help="--report-only: seeds per point")
     return p.parse_args(argv)
 
 
@@ -60,8 +62,9 @@ def study_tree(folder: Path, sampler: str, n: int, backend: str, objectives: int
 
     designs = {"choices": {"baseline": {"kind": "none"}, "sat": {"kind": "value_residual"}}}
     lr = {"low": 1.0e-4, "high": 1.0e-2, "log": True}
-    if sampler == "grid":
-        lr = {**lr, "points": max(1, n // 2)}
+    if sampler == "grid":  # n / 2 rates, log-spaced
+        k = max(2, n // 2)
+        lr = {"choices": [float(f"{1e-4 * 100 ** (i / (k - 1)):.6g}") for i in range(k)]}
     tree = {
         "name": f"scale_{sampler}_{n}",
         "trial": tiny_trial(model={"d_model": 64, "d_ff": 128}),
@@ -152,14 +155,15 @@ def measure(sampler: str, n: int, backend: str, trial_s: float, objectives: int,
     marks = {"fit_cpu": 0.0, "first": None, "last": None, "sampler_at": []}
 
     def fit(config, **kwargs):
-        start = time.process_time()
+        start, logged = time.process_time(), meter.cpu["mlflow"]
         if marks["first"] is None:
             marks["first"] = start
         try:
             return fake_fit.fit(config, **kwargs)
         finally:
             marks["last"] = time.process_time()
-            marks["fit_cpu"] += marks["last"] - start
+            # the stand-in's own CPU; the launcher's MLflow logger inside it is the launcher's
+            marks["fit_cpu"] += marks["last"] - start - (meter.cpu["mlflow"] - logged)
             marks["sampler_at"].append(meter.cpu["sampler"])
 
     report = {}
@@ -218,6 +222,60 @@ def measure(sampler: str, n: int, backend: str, trial_s: float, objectives: int,
     return out
 
 
+def search_trials(n: int, objectives: int, seeds: int = 1) -> list:
+    """n points shaped like a TPE search over lr x two designs (val_loss a bowl in log lr plus
+    noise, memory per design, tokens/s per design), `seeds` completed trials each."""
+    import numpy as np
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
+    from optuna.trial import TrialState, create_trial
+
+    rng = np.random.default_rng(0)
+    distributions = {"model.residual": CategoricalDistribution(["baseline", "sat"]),
+                     "train.lr": FloatDistribution(1e-4, 1e-2, log=True)}  # fmt: skip
+    out = []
+    for i in range(n):
+        design = ["baseline", "sat"][i % 2]
+        lr = float(10 ** rng.uniform(-4, -2))
+        loss = 3.0 - 0.2 * (design == "sat") + 0.1 * (np.log10(lr) + 3) ** 2
+        values = [loss, 110.0 if design == "sat" else 100.0]
+        if objectives == 3:  # the study's order: val_loss, peak_mem_mb, tokens_per_s
+            values.append(900.0 if design == "sat" else 1000.0)
+        for seed in range(seeds):
+            noisy = [values[0] + 0.01 * seed + 0.005 * rng.normal(), *values[1:]]
+            out.append(create_trial(
+                state=TrialState.COMPLETE, values=noisy, params={"model.residual": design, "train.lr": lr},
+                distributions=distributions, user_attrs={"point": f"p{i}", "seed": seed},
+            ))  # fmt: skip
+    return out
+
+
+def measure_report(n: int, objectives: int, seeds: int) -> dict:
+    """The report alone (fronts, p_front, importances, figures, files; no MLflow: its per-run
+    tags and histories are measured by the launches) over n synthetic points."""
+    import yaml
+
+    from sweeps.report.analysis import report_fronts
+    from sweeps.report.history import history
+    from sweeps.study import load_study
+
+    folder = Path(tempfile.mkdtemp(prefix=f"bench-scale-report-{n}-"))
+    path = folder / "study.yaml"
+    path.write_text(yaml.safe_dump(study_tree(folder, "tpe", n, "local", objectives), sort_keys=False))
+    study = load_study(path)
+    trials = search_trials(n, objectives, seeds)
+    start, cpu, rss = time.time(), time.process_time(), _peak_rss_mb()
+    summary = report_fronts(study, trials, tracker=None, stream=io.StringIO())
+    fronts_s, fronts_cpu = time.time() - start, time.process_time() - cpu
+    start = time.time()
+    history(trials, [o.metric for o in study.objectives], study.hypervolume)
+    out = {"mode": "report", "points": n, "seeds": seeds, "objectives": objectives,
+           "report_s": fronts_s, "report_cpu_s": fronts_cpu, "history_s": time.time() - start,
+           "report_peak_rss_growth_mb": _peak_rss_mb() - rss, "front_size": summary.get("front_size"),
+           "load_1min": os.getloadavg()[0]}  # fmt: skip
+    shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -263,6 +321,14 @@ def main(argv=None) -> int:
         if sampler not in SAMPLERS:
             print(f"--samplers: {sampler!r} is not one of {', '.join(SAMPLERS)}", file=sys.stderr)
             return 2
+    if args.report_only:
+        for n in (int(x) for x in args.report_only.split(",")):
+            line = measure_report(n, args.objectives, args.seeds)
+            print(json.dumps(line), flush=True)
+            if args.jsonl:
+                with open(args.jsonl, "a") as handle:
+                    handle.write(json.dumps(line) + "\n")
+        return 0
     for n in (int(x) for x in args.trials.split(",")):
         for sampler in args.samplers.split(","):
             line = measure(sampler, n, args.backend, args.trial_s, args.objectives, args.keep)
