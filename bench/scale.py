@@ -53,6 +53,7 @@ def parse_args(argv=None):
     p.add_argument("--keep", action="store_true", help="keep each launch's folder")
     p.add_argument("--report-only", default=None, help="points, comma-separated: the report alone")
     p.add_argument("--seeds", type=int, default=1, help="--report-only: seeds per point")
+    p.add_argument("--sampler-only", default=None, help="trial counts: each sampler alone (--samplers)")
     return p.parse_args(argv)
 
 
@@ -276,6 +277,41 @@ def measure_report(n: int, objectives: int, seeds: int) -> dict:
     return out
 
 
+def measure_sampler(kind: str, n: int, asks: int = 10) -> dict:
+    """The sampler alone: CPU per suggestion (ask + the study's two parameters) for a study that
+    already holds n completed trials (added directly, random points), two objectives."""
+    import numpy as np
+    import optuna
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
+    from optuna.trial import TrialState, create_trial
+
+    from sweeps.study import samplers
+    from sweeps.study.sections import SamplerConfig
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    rng = np.random.default_rng(0)
+    distributions = {"model.residual": CategoricalDistribution(["baseline", "sat"]),
+                     "train.lr": FloatDistribution(1e-4, 1e-2, log=True)}  # fmt: skip
+    study = optuna.create_study(
+        directions=["minimize", "minimize"], sampler=samplers.build(SamplerConfig(kind=kind))
+    )
+    for i in range(n):
+        design, lr = ["baseline", "sat"][i % 2], float(10 ** rng.uniform(-4, -2))
+        loss = 3.0 - 0.2 * (design == "sat") + 0.1 * (np.log10(lr) + 3) ** 2 + 0.01 * rng.normal()
+        study.add_trial(create_trial(state=TrialState.COMPLETE, values=[loss, 100.0 + 10 * (design == "sat")],
+                                     params={"model.residual": design, "train.lr": lr},
+                                     distributions=distributions))  # fmt: skip
+    cpu = time.process_time()
+    for _ in range(asks):
+        trial = study.ask()
+        trial.suggest_categorical("model.residual", ["baseline", "sat"])
+        trial.suggest_float("train.lr", 1e-4, 1e-2, log=True)
+        study.tell(trial, [3.0, 100.0])
+    per = (time.process_time() - cpu) / asks
+    return {"mode": "sampler", "sampler": kind, "trials": n, "cpu_per_suggestion_s": per,
+            "load_1min": os.getloadavg()[0]}  # fmt: skip
+
+
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -321,6 +357,15 @@ def main(argv=None) -> int:
         if sampler not in SAMPLERS:
             print(f"--samplers: {sampler!r} is not one of {', '.join(SAMPLERS)}", file=sys.stderr)
             return 2
+    if args.sampler_only:
+        for n in (int(x) for x in args.sampler_only.split(",")):
+            for kind in args.samplers.split(","):
+                line = measure_sampler(kind, n)
+                print(json.dumps(line), flush=True)
+                if args.jsonl:
+                    with open(args.jsonl, "a") as handle:
+                        handle.write(json.dumps(line) + "\n")
+        return 0
     if args.report_only:
         for n in (int(x) for x in args.report_only.split(",")):
             line = measure_report(n, args.objectives, args.seeds)
