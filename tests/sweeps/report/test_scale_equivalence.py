@@ -94,3 +94,36 @@ def test_p_front_on_random_samples_with_robust_and_plain_means():
         assert stats.p_front(*args, replicates=100, robust=robust) == oracles.p_front(
             *args, replicates=100, robust=robust
         )
+
+
+def test_a_studys_table_and_files_are_the_same_as_with_the_old_algorithms(monkeypatch, tmp_path):
+    """fronts.compute over a grid study's trials (7 designs x 3 seeds, paired against the baseline,
+    exact memory ties), then the table and CSV, with the new algorithms and with the oracles."""
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import TrialState, create_trial
+
+    from sweeps.report import fronts
+    from sweeps.report.outputs import table_text, write_files
+
+    rng = np.random.default_rng(3)
+    designs = ["base", "sat", "res", "dense", "mudd", "hyper", "tanh"]
+    trials = []
+    for d, design in enumerate(designs):
+        for seed in range(3):
+            loss = 3.0 - 0.02 * d + 0.01 * seed + 0.01 * rng.normal()
+            trials.append(create_trial(
+                state=TrialState.COMPLETE, values=[loss, 100.0 + 10 * (d % 3)], params={"design": design},
+                distributions={"design": CategoricalDistribution(designs)},
+                user_attrs={"point": design, "seed": seed},
+            ))  # fmt: skip
+    objectives = [("val_loss", "minimize"), ("peak_mem_mb", "minimize")]
+    new = fronts.compute(trials, objectives, "base", replicates=300)
+    monkeypatch.setattr(fronts, "nondominated_ranks", oracles.nondominated_ranks)
+    monkeypatch.setattr(fronts, "hypervolume", oracles.hypervolume)
+    monkeypatch.setattr(stats, "p_front", oracles.p_front)
+    old = fronts.compute(trials, objectives, "base", replicates=300)
+    assert new == old
+    assert table_text(new) == table_text(old)
+    write_files(new, tmp_path / "new")
+    write_files(old, tmp_path / "old")
+    assert (tmp_path / "new" / "pareto.csv").read_text() == (tmp_path / "old" / "pareto.csv").read_text()
