@@ -80,7 +80,7 @@ def study_tree(folder: Path, sampler: str, n: int, backend: str, objectives: int
     }
     if sampler == "asha":
         tree["sampler"] = {"kind": "tpe", "seed": 0}
-        tree["scheduler"] = {"kind": "asha", "metric": "val_loss", "grace_period": 1}
+        tree["scheduler"] = {"kind": "asha", "metric": "val_loss", "mode": "min", "grace_tokens": 1024}
     elif sampler != "grid":
         tree["sampler"] = {"kind": sampler, "seed": 0}
     if sampler != "grid":
