@@ -51,6 +51,7 @@ def parse_args(argv=None):
     p.add_argument("--jsonl", default=None, help="append one JSON line per launch here")
     p.add_argument("--plot", default=None, help="cost against trials, PNG (from --jsonl's lines)")
     p.add_argument("--keep", action="store_true", help="keep each launch's folder")
+    p.add_argument("--replot", action="store_true", help="only draw --plot from --jsonl's lines")
     p.add_argument("--report-only", default=None, help="points, comma-separated: the report alone")
     p.add_argument("--seeds", type=int, default=1, help="--report-only: seeds per point")
     p.add_argument("--sampler-only", default=None, help="trial counts: each sampler alone (--samplers)")
@@ -323,27 +324,33 @@ def _size(path: Path) -> float:
 
 
 def plot(lines: list[dict], path: Path) -> Path:
+    """Cost against trials, log-log: launcher CPU per trial (launches), the sampler's CPU per
+    suggestion (--sampler-only), the report's CPU (--report-only), from the JSON lines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    panels = [
+        ("launch", "trials", "launcher_cpu_per_trial_s", "sampler", "launcher CPU per trial (s)"),
+        ("sampler", "trials", "cpu_per_suggestion_s", "sampler", "sampler CPU per suggestion (s)"),
+        ("report", "points", "report_cpu_s", "objectives", "report CPU (s), no MLflow"),
+    ]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    panels = [("launcher_cpu_per_trial_s", "launcher CPU per trial (s)"),
-              ("sampler_last_tenth_s", "sampler CPU per suggestion, last tenth (s)"),
-              ("report_s", "report wall time (s)")]  # fmt: skip
-    for ax, (key, title) in zip(axes, panels, strict=True):
-        for sampler in dict.fromkeys(line["sampler"] for line in lines):
-            mine = sorted((line["trials"], line[key]) for line in lines
-                          if line["sampler"] == sampler and line.get(key) is not None)  # fmt: skip
-            if mine:
-                ax.plot(*zip(*mine, strict=True), marker="o", label=sampler)
+    for ax, (mode, x, y, by, title) in zip(axes, panels, strict=True):
+        mine = [line for line in lines if line.get("mode", "launch") == mode and line.get(y) is not None]
+        for group in dict.fromkeys(str(line[by]) for line in mine):
+            points = sorted((line[x], line[y]) for line in mine if str(line[by]) == group)
+            label = f"{group} objectives" if by == "objectives" else group
+            ax.plot(*zip(*points, strict=True), marker="o", label=label)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("trials")
+        ax.set_xlabel(x)
         ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=7)
-    fig.suptitle("bench.scale: stand-in trials, backend local, 2 shared cores (loaded)", fontsize=9)
+        if mine:
+            ax.legend(fontsize=7)
+    fig.suptitle("bench.scale: stand-in trials, backend local, 2 cores shared with other work (CPU seconds)",
+                 fontsize=9)  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -357,6 +364,10 @@ def main(argv=None) -> int:
         if sampler not in SAMPLERS:
             print(f"--samplers: {sampler!r} is not one of {', '.join(SAMPLERS)}", file=sys.stderr)
             return 2
+    if args.replot:
+        lines = [json.loads(x) for x in Path(args.jsonl).read_text().splitlines() if x.strip()]
+        print(plot(lines, Path(args.plot)))
+        return 0
     if args.sampler_only:
         for n in (int(x) for x in args.sampler_only.split(",")):
             for kind in args.samplers.split(","):
