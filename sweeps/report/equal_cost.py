@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sweeps.report.paired_curves import run_curve
 from trainers.metrics import TOKENS_PER_S
 
 
@@ -27,9 +28,7 @@ def curves(client, rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
         for run_id in row["runs"]:
             if not run_id:
                 continue
-            loss = {m.step: m.value for m in client.get_metric_history(run_id, "val_loss")}
-            tokens = {m.step: m.value for m in client.get_metric_history(run_id, "tokens")}
-            per_seed.append({tokens[s]: v for s, v in loss.items() if s in tokens})
+            per_seed.append(run_curve(client, run_id, "val_loss"))  # read once for both figures
         shared = set.intersection(*(set(c) for c in per_seed)) if per_seed else set()
         if shared:
             out[row["point"]] = [(t, float(np.mean([c[t] for c in per_seed]))) for t in sorted(shared)]

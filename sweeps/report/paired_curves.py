@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import math
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -30,10 +31,23 @@ def loss_metric(result: Mapping) -> str:
     return "val_bpb" if "val_bpb" in metrics else "val_loss"
 
 
+# Per MLflow client (one launch's tracker), the histories already read: the equal-cost figure and
+# these curves read the same runs' val_loss and tokens, one request each per run otherwise.
+_HISTORIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def history(client, run_id: str, metric: str) -> dict[int, float]:
+    """{step: value} of one run's metric; read once per client (the report reads finished runs)."""
+    read = _HISTORIES.setdefault(client, {})
+    if (run_id, metric) not in read:
+        read[run_id, metric] = {m.step: m.value for m in client.get_metric_history(run_id, metric)}
+    return read[run_id, metric]
+
+
 def run_curve(client, run_id: str, metric: str) -> dict[float, float]:
     """{tokens: value} of one run's evaluations."""
-    values = {m.step: m.value for m in client.get_metric_history(run_id, metric)}
-    tokens = {m.step: m.value for m in client.get_metric_history(run_id, "tokens")}
+    values = history(client, run_id, metric)
+    tokens = history(client, run_id, "tokens")
     return {tokens[s]: v for s, v in values.items() if s in tokens}
 
 
