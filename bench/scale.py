@@ -344,7 +344,11 @@ def plot(lines: list[dict], path: Path) -> Path:
             label = f"{group} objectives" if by == "objectives" else group
             ax.plot(*zip(*points, strict=True), marker="o", label=label)
         ax.set_xscale("log")
-        ax.set_yscale("log")
+        if mode == "launch":  # against the target, from 0: the per-trial cost is flat or it is not
+            ax.set_ylim(0, max([0.15] + [line[y] * 1.2 for line in mine]))
+            ax.axhline(0.1, color="black", lw=0.8, ls="--")
+        else:
+            ax.set_yscale("log")
         ax.set_xlabel(x)
         ax.set_title(title, fontsize=9)
         if mine:
