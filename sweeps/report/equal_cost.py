@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sweeps.report.paired_curves import run_curve
 from trainers.metrics import TOKENS_PER_S
 
 TIME_BUDGET_FILE = "time_budget.json"  # results/<name>/: the time budget as the launch resolved it
@@ -36,9 +37,7 @@ def curves(client, rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
         for run_id in row["runs"]:
             if not run_id:
                 continue
-            loss = {m.step: m.value for m in client.get_metric_history(run_id, "val_loss")}
-            tokens = {m.step: m.value for m in client.get_metric_history(run_id, "tokens")}
-            per_seed.append({tokens[s]: v for s, v in loss.items() if s in tokens})
+            per_seed.append(run_curve(client, run_id, "val_loss"))  # read once for both figures
         shared = set.intersection(*(set(c) for c in per_seed)) if per_seed else set()
         if shared:
             out[row["point"]] = [(t, float(np.mean([c[t] for c in per_seed]))) for t in sorted(shared)]
@@ -80,8 +79,16 @@ def plot(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from sweeps.report.outputs import most_relevant  # plotting only; outputs imports the fronts
+
     fig, (by_tokens, by_time) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for row in rows:
+    with_curve = [r for r in rows if point_curves.get(r["point"])]
+    shown = most_relevant(with_curve)  # a search's thousands of curves: the ones a reader wants
+    if len(shown) < len(with_curve):
+        by_tokens.set_title(
+            f"{len(shown)} of {len(with_curve)} points (the references, the front, by p_front)", fontsize=9
+        )
+    for row in shown:
         curve = point_curves.get(row["point"])
         if not curve:
             continue

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 from optuna.trial import TrialState
 
-from sweeps.report.dominance import hypervolume, nondominated_ranks
+from sweeps.report.dominance import hypervolume
 
 METRIC = "hypervolume_history"  # the parent run's metric, one step per completed trial
 
@@ -40,13 +41,22 @@ def completed_in_order(trials) -> list:
 def history(trials, metrics: Sequence[str], bounds: Mapping[str, Sequence[float]]) -> list[float]:
     """The hypervolume after each completed trial, in completion order (one value per trial)."""
     box = [bounds[m] for m in metrics]
-    ref = [1.0] * len(metrics)
-    front: list[list[float]] = []
-    out = []
-    for t in completed_in_order(trials):
-        front.append(normalised(t.values, box))
-        front = [p for p, r in zip(front, nondominated_ranks(front), strict=True) if r == 0]
-        out.append(hypervolume(front, ref))
+    points = [normalised(t.values, box) for t in completed_in_order(trials)]
+    return front_history(points, [1.0] * len(metrics))
+
+
+def front_history(points, ref) -> list[float]:
+    """The hypervolume of the front of points[:k + 1] for each k. Kept incrementally: a point no
+    better than the front (dominated by or equal to a point of it) changes nothing; otherwise it
+    joins and what it dominates leaves, and only then is the hypervolume measured again."""
+    front = np.zeros((0, len(ref)))
+    volume, out = 0.0, []
+    for point in np.asarray(points, dtype=float).reshape(-1, len(ref)):
+        if not np.any(np.all(front <= point, axis=1)):
+            beaten = np.all(point <= front, axis=1) & np.any(point < front, axis=1)
+            front = np.vstack([front[~beaten], point])
+            volume = hypervolume(front, ref)
+        out.append(volume)
     return out
 
 

@@ -302,8 +302,13 @@ def _plots(result: Mapping, folder: Path) -> list[Path]:
         y = objectives[k]["metric"]
         front = set(result["pairs"][f"{x}_vs_{y}"])
         fig, ax = plt.subplots(figsize=(6.4, 4.8))
-        stacks = label_stack([r[x] for r in rows], [r[y] for r in rows])
-        for r, stack in zip(rows, stacks, strict=True):
+        shown = most_relevant(rows, front)  # every point, up to PLOT_CAP of them
+        others = [r for r in rows if r["point"] not in {s["point"] for s in shown}]
+        if others:  # the rest as plain dots: pareto.csv has them all
+            ax.scatter([r[x] for r in others], [r[y] for r in others], s=6, color="C7", alpha=0.4,
+                       label=f"{len(others)} more point(s), unlabelled (pareto.csv)")  # fmt: skip
+        stacks = label_stack([r[x] for r in shown], [r[y] for r in shown])
+        for r, stack in zip(shown, stacks, strict=True):
             marker, color = _marker(result, r, x)
             xerr, yerr = (0.0 if math.isnan(h) else h for h in (_half(r, x), _half(r, y)))
             ax.errorbar(r[x], r[y], xerr=xerr, yerr=yerr, fmt=marker, color=color, alpha=0.9, capsize=2,
@@ -320,6 +325,8 @@ def _plots(result: Mapping, folder: Path) -> list[Path]:
         ax.set_xlabel(axis_title(x, objectives[0]["direction"]))
         ax.set_ylabel(axis_title(y, objectives[k]["direction"]))
         ax.set_title(f"{x} vs {y}: bars 95% CI; marker = {x} verdict; (p_front)", fontsize=9)
+        if others:
+            ax.legend(fontsize=7)
         fig.tight_layout()
         path = folder / f"front_{file_part(x)}_vs_{file_part(y)}.png"
         fig.savefig(path, dpi=110)
@@ -330,6 +337,23 @@ def _plots(result: Mapping, folder: Path) -> list[Path]:
 
 
 LABEL_STEP = 9  # points between the labels of points drawn on one another (7-point text)
+PLOT_CAP = 40  # points drawn with their label and bars; a search's thousands are dots beside them
+
+
+def most_relevant(rows: list[dict], front=frozenset(), cap: int = PLOT_CAP) -> list[dict]:
+    """All rows when there are at most `cap`; else the `cap` a reader looks for first, in their
+    order: the references, then `front` (the pair's front; default the rows of rank 0) and the
+    rest, each by p_front (highest first) and rank."""
+    if len(rows) <= cap:
+        return list(rows)
+    front = set(front) or {r["point"] for r in rows if r.get("rank") == 0}
+
+    def key(row):
+        reference = row.get("reference") == row["point"]
+        return (not reference, row["point"] not in front, -row.get("p_front", 0.0), row.get("rank", 0))
+
+    chosen = {id(r) for r in sorted(rows, key=key)[:cap]}
+    return [r for r in rows if id(r) in chosen]
 
 
 def label_stack(xs: list[float], ys: list[float], near: float = 0.02) -> list[int]:
@@ -384,11 +408,13 @@ def _html(result: Mapping, folder: Path) -> Path:
     ]  # fmt: skip
     for panel, y in enumerate(others, start=1):
         front = set(result["pairs"][f"{x}_vs_{y}"])
+        named = {r["point"] for r in most_relevant(rows, front)}  # every point hovers; these are named
         styles = [_marker(result, r, x) for r in rows]
         fig.add_trace(
             go.Scatter(
                 x=[r[x] for r in rows], y=[r[y] for r in rows], mode="markers+text",
-                text=[row_name(r)[:32] for r in rows], textposition="top right", hovertext=hover,
+                text=[row_name(r)[:32] if r["point"] in named else "" for r in rows],
+                textposition="top right", hovertext=hover,
                 hoverinfo="text", showlegend=False, name=f"{x} vs {y}",
                 error_x={"array": [_finite(_half(r, x)) for r in rows]},
                 error_y={"array": [_finite(_half(r, y)) for r in rows]},

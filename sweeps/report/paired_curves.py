@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import csv
 import math
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
 from sweeps.report.stats import interval
+
+CURVES_SHOWN = 20  # lines in the figure; paired_curves.csv has every point
 
 
 def loss_metric(result: Mapping) -> str:
@@ -28,10 +31,23 @@ def loss_metric(result: Mapping) -> str:
     return "val_bpb" if "val_bpb" in metrics else "val_loss"
 
 
+# Per MLflow client (one launch's tracker), the histories already read: the equal-cost figure and
+# these curves read the same runs' val_loss and tokens, one request each per run otherwise.
+_HISTORIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def history(client, run_id: str, metric: str) -> dict[int, float]:
+    """{step: value} of one run's metric; read once per client (the report reads finished runs)."""
+    read = _HISTORIES.setdefault(client, {})
+    if (run_id, metric) not in read:
+        read[run_id, metric] = {m.step: m.value for m in client.get_metric_history(run_id, metric)}
+    return read[run_id, metric]
+
+
 def run_curve(client, run_id: str, metric: str) -> dict[float, float]:
     """{tokens: value} of one run's evaluations."""
-    values = {m.step: m.value for m in client.get_metric_history(run_id, metric)}
-    tokens = {m.step: m.value for m in client.get_metric_history(run_id, "tokens")}
+    values = history(client, run_id, metric)
+    tokens = history(client, run_id, "tokens")
     return {tokens[s]: v for s, v in values.items() if s in tokens}
 
 
@@ -105,8 +121,15 @@ def _plot(rows: list[dict], names: Mapping[str, str], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for pid in dict.fromkeys(r["point"] for r in rows):
-        mine = [r for r in rows if r["point"] == pid]
+    by_point: dict[str, list[dict]] = {}
+    for r in rows:
+        by_point.setdefault(r["point"], []).append(r)
+    shown = list(by_point)
+    if len(shown) > CURVES_SHOWN:  # a search's thousands: the lowest final differences (CSV: all)
+        best = sorted(shown, key=lambda pid: by_point[pid][-1]["diff"])[:CURVES_SHOWN]
+        shown = [pid for pid in shown if pid in set(best)]
+    for pid in shown:
+        mine = by_point[pid]
         tokens = [r["tokens"] for r in mine]
         line = ax.plot(tokens, [r["diff"] for r in mine], marker=".", label=names.get(pid, pid))[0]
         if all(math.isfinite(r["lo"]) for r in mine):
@@ -121,6 +144,9 @@ def _plot(rows: list[dict], names: Mapping[str, str], path: Path) -> Path:
         f"{metric} difference to the reference at each evaluation (pointwise 95% t band)", fontsize=9
     )
     ax.legend(fontsize=7)
+    if len(shown) < len(by_point):
+        note = f"{len(shown)} of {len(by_point)} points: the lowest final differences (CSV: all)"
+        ax.text(0.01, 0.01, note, transform=ax.transAxes, fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from sweeps.report.dominance import nondominated_ranks, to_minimise
+from sweeps.report.dominance import front_mask
 
 LEVEL = 0.95
 
@@ -82,27 +82,54 @@ def p_front(
     seed: int = 0,
     robust: frozenset[str] = frozenset(),
 ) -> list[float]:
-    """samples[i][metric] = {key: value} of point i; returns each point's front frequency."""
+    """samples[i][metric] = {key: value} of point i; returns each point's front frequency.
+
+    Per replicate, each set of keys (the seeds, or the probe's rounds) is drawn once with
+    replacement and every point averages the values of the drawn keys it has, in draw order;
+    a point that has none of them resamples its own. Points with the same keys for a metric are
+    averaged together as one array (the same numbers as one at a time: numpy reduces each row
+    alike), so a replicate costs a few array operations and one front, not a loop over points."""
     if len(samples) == 1:  # alone, on the front in every replicate
         return [1.0]
     rng = np.random.default_rng(seed)
     # Metrics keyed alike (by seed, or by probe round) are resampled with the same draw.
     universe = {m: tuple(sorted({k for point in samples for k in point[m]}, key=str)) for m in metrics}
+    groups = {m: _key_groups(samples, m) for m in metrics}
+    sign = np.array([1.0 if d == "minimize" else -1.0 for d in directions])
     counts = np.zeros(len(samples))
     for _ in range(replicates):
         draws = {
             keys: [keys[i] for i in rng.integers(0, len(keys), len(keys))] for keys in set(universe.values())
         }
-        means = []
-        for point in samples:
-            row = []
-            for m in metrics:
-                values = point[m]
-                picked = [values[k] for k in draws[universe[m]] if k in values]
-                if not picked:  # none of this point's keys drawn: resample its own
-                    own = list(values.values())
-                    picked = [own[i] for i in rng.integers(0, len(own), len(own))]
-                row.append(float(np.median(picked) if m in robust else np.mean(picked)))
-            means.append(to_minimise(row, directions))
-        counts += np.array([r == 0 for r in nondominated_ranks(means)], dtype=float)
+        means = np.empty((len(samples), len(metrics)))
+        empty = []  # (point, metric column) that drew none of its keys
+        for j, m in enumerate(metrics):
+            reduce = np.median if m in robust else np.mean
+            for columns, members, values in groups[m]:
+                picked = [columns[k] for k in draws[universe[m]] if k in columns]
+                if picked:
+                    means[members, j] = reduce(values[:, picked], axis=1)
+                else:
+                    empty += [(i, j) for i in members]
+        for i, j in sorted(empty):  # in the order a loop over points, then metrics, draws them
+            own = list(samples[i][metrics[j]].values())
+            picked = [own[k] for k in rng.integers(0, len(own), len(own))]
+            means[i, j] = float(np.median(picked) if metrics[j] in robust else np.mean(picked))
+        counts += front_mask(means * sign)
     return (counts / replicates).tolist()
+
+
+def _key_groups(samples: Sequence[Mapping[str, Mapping]], metric: str) -> list[tuple]:
+    """Points by the keys they have for `metric`: [({key: column}, the points' indices, their
+    values as one array, a row per point, a column per key)]."""
+    members: dict[tuple, list[int]] = {}
+    for i, point in enumerate(samples):
+        members.setdefault(tuple(point[metric]), []).append(i)
+    return [
+        (
+            {k: c for c, k in enumerate(keys)},
+            np.array(rows),
+            np.array([[samples[i][metric][k] for k in keys] for i in rows], dtype=float),
+        )
+        for keys, rows in members.items()
+    ]

@@ -106,8 +106,7 @@ class Driver:
             RunRecord.write(run.trial, fail_reason=status, error=error[:2000])
         run_id = self.run_ids.pop(run.number)
         resume.forget(self.folders.pop(run.number, None))  # ended: nothing to resume
-        self.tracker.client.log_metric(run_id, "sweep/wall_s", wall)
-        self.tracker.finish_child(run_id, status, outcome.metrics, error)
+        self.tracker.finish_child(run_id, status, outcome.metrics, error, wall_s=wall)
         self.progress.total = self.plan.target  # adaptive seeds may have planned more runs
         self.progress.finished(run.number, run.point, status, outcome.metrics, wall, error, outcome.wall_s)
         return values

@@ -196,8 +196,7 @@ class Tracker:
         }
         run = self.client.create_run(self.experiment_id, tags=tags)
         self.parent_id = run.info.run_id
-        for key, value in plan.items():
-            self.client.log_param(self.parent_id, key, str(value)[:6000])
+        self.log_params(self.parent_id, {key: str(value)[:6000] for key, value in plan.items()})
         self.log_text(self.parent_id, yaml.safe_dump(dict(study_dict), sort_keys=False), "study.yaml")
         return self.parent_id
 
@@ -205,6 +204,14 @@ class Tracker:
         for key, value in summary.items():
             self.client.log_metric(self.parent_id, key, float(value))
         self.client.set_terminated(self.parent_id, status)
+
+    def log_params(self, run_id: str, params: Mapping[str, str]) -> None:
+        """Params of a run, one request per 100 (MLflow's batch limit), not one per param."""
+        from mlflow.entities import Param
+
+        rows = [Param(key, str(value)) for key, value in params.items()]
+        for i in range(0, len(rows), 100):
+            self.client.log_batch(run_id, params=rows[i : i + 100])
 
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
         """Tags of a run in one request. Another launcher of a shared study may tag the same run
@@ -236,8 +243,7 @@ class Tracker:
         run = self.client.create_run(self.experiment_id, tags=tags, run_name=tags["mlflow.runName"])
         run_id = run.info.run_id
         params = {**point, "seed": seed, **design}  # descriptors as params too: MLflow's charts read params
-        for key, value in params.items():
-            self.client.log_param(run_id, key, json.dumps(value) if not isinstance(value, str) else value)
+        self.log_params(run_id, {k: v if isinstance(v, str) else json.dumps(v) for k, v in params.items()})
         self.log_text(run_id, yaml.safe_dump(dict(resolved), sort_keys=False), "config.yaml")
         return run_id
 
@@ -261,8 +267,17 @@ class Tracker:
         if "sweep.error" in run.data.tags:
             self.client.delete_tag(run_id, "sweep.error")
 
-    def finish_child(self, run_id: str, status: str, metrics: Mapping[str, float], error: str = "") -> None:
-        from mlflow.entities import Metric
+    def finish_child(
+        self,
+        run_id: str,
+        status: str,
+        metrics: Mapping[str, float],
+        error: str = "",
+        wall_s: float | None = None,
+    ) -> None:
+        """The run's final metrics (`final/<name>`, and `sweep/wall_s` when given) and status tags in
+        one request (per 1000 metrics, MLflow's batch limit), then its end."""
+        from mlflow.entities import Metric, RunTag
 
         stamp = int(time.time() * 1000)
         final = [
@@ -270,9 +285,12 @@ class Tracker:
             for key, value in metrics.items()
             if isinstance(value, (int, float)) and not isinstance(value, bool)
         ]
-        for i in range(0, len(final), 1000):  # one request per 1000 (MLflow's batch limit), not per metric
-            self.client.log_batch(run_id, metrics=final[i : i + 1000])
-        self.set_tags(run_id, {"sweep.status": status, **({"sweep.error": error[:4900]} if error else {})})
+        if wall_s is not None:
+            final.append(Metric("sweep/wall_s", float(wall_s), stamp, 0))
+        tags = {"sweep.status": status, **({"sweep.error": error[:4900]} if error else {})}
+        tags = [RunTag(key, value) for key, value in tags.items()]
+        for i in range(0, max(1, len(final)), 1000):
+            self.client.log_batch(run_id, metrics=final[i : i + 1000], tags=tags if i == 0 else [])
         if error:
             self.log_text(run_id, error, "error.txt")
         mlflow_status = {"ok": "FINISHED", "pruned": "KILLED", "interrupted": "KILLED"}.get(status, "FAILED")
