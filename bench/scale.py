@@ -38,6 +38,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import sweeps.run.launch as launching
+from sweeps.report.analysis import report_fronts
+from sweeps.report.history import history
+from sweeps.run.storage import load_trials
+from sweeps.study import load_study, samplers
+from sweeps.study.sections import SamplerConfig
+
 SAMPLERS = ("grid", "tpe", "nsga2", "random", "gp", "asha")
 
 
@@ -135,9 +142,6 @@ def measure(sampler: str, n: int, backend: str, trial_s: float, objectives: int,
     import optuna
     from mlflow.tracking import MlflowClient
 
-    import sweeps.run.launch as launching
-    from sweeps.run.storage import load_trials
-    from sweeps.study import load_study
     from tests.sweeps import fake_fit
 
     folder = Path(tempfile.mkdtemp(prefix=f"bench-scale-{sampler}-{n}-"))
@@ -256,10 +260,6 @@ def measure_report(n: int, objectives: int, seeds: int) -> dict:
     tags and histories are measured by the launches) over n synthetic points."""
     import yaml
 
-    from sweeps.report.analysis import report_fronts
-    from sweeps.report.history import history
-    from sweeps.study import load_study
-
     folder = Path(tempfile.mkdtemp(prefix=f"bench-scale-report-{n}-"))
     path = folder / "study.yaml"
     path.write_text(yaml.safe_dump(study_tree(folder, "tpe", n, "local", objectives), sort_keys=False))
@@ -285,9 +285,6 @@ def measure_sampler(kind: str, n: int, asks: int = 10) -> dict:
     import optuna
     from optuna.distributions import CategoricalDistribution, FloatDistribution
     from optuna.trial import TrialState, create_trial
-
-    from sweeps.study import samplers
-    from sweeps.study.sections import SamplerConfig
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     rng = np.random.default_rng(0)
