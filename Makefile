@@ -39,9 +39,10 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-# Two pytest-xdist workers: most slow tests wait on subprocesses, Ray or sleeps, so two share the
-# 2 cores well; the Ray tests stay together on one worker (tests/conftest.py). TEST_WORKERS=0: one process.
-TEST_WORKERS ?= 2
+# Three pytest-xdist workers on 2 cores: most slow tests wait on subprocesses, Ray or sleeps, and
+# the Ray tests stay together on one worker (tests/conftest.py), so the other two share the rest
+# (docs/bench/test_suite.md). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 3
 # tests/evals needs the evals extra (lm-eval; skipped without it): installed here on first use,
 # as test-cluster and test-browser do for theirs (.ci/run asks for it in its one install call).
 EVALS_EXTRA = $(PY) -c "import lm_eval" 2>/dev/null || $(UV_INSTALL) -e ".[evals]" -c constraints.txt
