@@ -12,7 +12,7 @@ Every stage runs as a user would run it, each a command of the project:
    paper's retrieval tasks (SWDE, SQuAD completion): a long context holding `key: value` records,
    the value of one key generated with the KV cache, scored by lm-eval's `exact_match`;
 3. the study: `python -m sweeps.launch studies/paper/rehearsal.yaml` with the shards and tasks
-   (six designs, bf16-true, chunked loss, `micro_batch: auto` under a 50 MiB budget, activation
+   (six designs, bf16-true, chunked loss, `micro_batch: auto` under a 0.33 GiB budget, activation
    checkpointing, 2 gloo workers on Ray, checkpoints, evals, fronts and verdicts in MLflow);
    with `--kill-worker`, one data-parallel worker of a running trial is killed with SIGKILL after
    its first checkpoint, and the launch is run again (what happens is recorded);
@@ -264,6 +264,9 @@ def main(argv=None) -> int:
         summary["first_launch_exit"] = summary["killed"]["exit"]
     summary["launch_exit"] = run(launch_argv(out, data), log).returncode
     summary["stages"]["study_s"] = round(time.time() - t, 1)
+    if summary["launch_exit"] == 2:  # the study could not run (its reasons are in the log): stop here
+        print(f"rehearsal: the launch refused the study (exit 2); see {log}", file=sys.stderr)
+        return 2
     t = time.time()
     summary["gates"] = gate_analysis(out, log)
     summary["stages"]["gates_s"] = round(time.time() - t, 1)

@@ -83,7 +83,7 @@ def check_outputs(tmp_path: Path) -> None:
     finished = {r.data.params["model.residual"]: r for r in runs if r.info.status == "FINISHED"}
     assert set(finished) == DESIGNS
 
-    # the split micro_batch: auto chose under the 50 MiB budget, as each trial ran it
+    # the split micro_batch: auto chose under the 0.33 GiB budget, as each trial ran it
     splits = {}
     for design, run in finished.items():
         path = client.download_artifacts(run.info.run_id, "config.yaml", str(tmp_path / design))
