@@ -12,7 +12,7 @@ Every stage runs as a user would run it, each a command of the project:
    paper's retrieval tasks (SWDE, SQuAD completion): a long context holding `key: value` records,
    the value of one key generated with the KV cache, scored by lm-eval's `exact_match`;
 3. the study: `python -m sweeps.launch studies/paper/rehearsal.yaml` with the shards and tasks
-   (six designs, bf16-true, chunked loss, `micro_batch: auto` under a 0.33 GiB budget, activation
+   (six designs, bf16-true, chunked loss, `micro_batch: auto` under a 0.05 GiB budget, activation
    checkpointing, 2 gloo workers on Ray, checkpoints, evals, fronts and verdicts in MLflow);
    with `--kill-worker`, one data-parallel worker of a running trial is killed with SIGKILL after
    its first checkpoint, and the launch is run again (what happens is recorded);
@@ -180,6 +180,9 @@ def prepare_data(out: Path, tokens: int, log: Path) -> dict:
 def launch_argv(out: Path, data: dict, dry_run: bool = False) -> list[str]:
     argv = [sys.executable, "-m", "sweeps.launch", str(STUDY),
             "--set", f"trial.data.path={data['shards']}", "--set", f"evals.include_path={data['tasks']}",
+            # the head as wide as the tokenizer (preset small's is Llama 2's 32000): a wider one trains
+            # rows no id reaches and generates ids the tokenizer cannot decode
+            "--set", f"trial.model.vocab_size={data['meta']['vocab_size']}",
             "--set", f"output.dir={out / 'results'}",
             "--set", f"output.mlflow_uri=sqlite:///{out / 'mlflow.db'}"]  # fmt: skip
     return [*argv, "--dry-run"] if dry_run else argv

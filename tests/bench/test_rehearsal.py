@@ -83,11 +83,14 @@ def check_outputs(tmp_path: Path) -> None:
     finished = {r.data.params["model.residual"]: r for r in runs if r.info.status == "FINISHED"}
     assert set(finished) == DESIGNS
 
-    # the split micro_batch: auto chose under the 0.33 GiB budget, as each trial ran it
+    # the split micro_batch: auto chose under the 0.05 GiB budget, as each trial ran it; the head as
+    # wide as the tokenizer (not the preset's 32000)
     splits = {}
     for design, run in finished.items():
         path = client.download_artifacts(run.info.run_id, "config.yaml", str(tmp_path / design))
-        train = yaml.safe_load(Path(path).read_text())["train"]
+        config = yaml.safe_load(Path(path).read_text())
+        assert config["model"]["vocab_size"] == meta["vocab_size"] == tok.get_vocab_size()
+        train = config["train"]
         assert train["batch_size"] * train["grad_accum"] == 32 and train["micro_batch"] is None
         splits[design] = (train["batch_size"], train["grad_accum"])
     assert any(accum > 1 for _, accum in splits.values())  # the budget really split some
