@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import logging
 import math
 import tempfile
 import threading
@@ -179,7 +180,7 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
     logger = TrialLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
     clock = Stopwatch()
     if config.train.workers == 1:  # spawned data-parallel workers pickle the logger: left plain
-        for name in ("log_metrics", "log_hyperparams"):  # TrialLogger.finalize does nothing
+        for name in ("log_metrics", "log_hyperparams", "flush"):
             setattr(logger, name, clock.timed(getattr(logger, name)))
         report = clock.timed(report) if report is not None else None
     callbacks = [report_callback(report)] if report is not None else []
@@ -225,10 +226,18 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
             return Outcome("timeout", {}, f"TrialTimeout: {limit}\n\n{_describe(err)}", time.time() - start)
         return Outcome(classify(err), {}, _describe(err), time.time() - start)
     finally:
+        _flush(logger)  # what the logger still holds (a fit that failed before Lightning's finalize)
         if monitor is not None:  # its last samples, before the driver ends the run
             monitor.finish()
         if folder is not None:
             folder.cleanup()
+
+
+def _flush(logger) -> None:
+    try:
+        logger.flush()
+    except Exception as err:  # the outcome stands; the metrics it held are lost, and said so
+        logging.getLogger(__name__).warning("could not write the trial's last metrics to MLflow: %s", err)
 
 
 def _logged(client, run_id: str) -> bool:
