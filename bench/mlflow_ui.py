@@ -154,6 +154,10 @@ def close_assistant(page) -> None:
 
 ROWS = "[role=row]"
 RUN_NAMES = "[col-id='attributes.`Run Name`'] a"
+SHOWS_EXACTLY = """([selector, names]) => {
+    const shown = [...document.querySelectorAll(selector)].map(e => e.innerText.trim());
+    return shown.length === names.length && names.every(n => shown.includes(n));
+}"""  # the runs table lists these run names and no other
 
 
 def open_pages(
@@ -183,12 +187,7 @@ def open_pages(
         names = {
             r["point"]: f"{point_name(r['params'])}/s0" for r in built.result["points"] if r["point"] in front
         }
-        wanted = len(names)
-        page.wait_for_function(
-            "([sel, n]) => document.querySelectorAll(sel).length >= n",
-            arg=[RUN_NAMES, wanted],
-            timeout=timeout_ms,
-        )
+        page.wait_for_function(SHOWS_EXACTLY, arg=[RUN_NAMES, sorted(names.values())], timeout=timeout_ms)
         out["search_s"] = time.time() - start
         out["front_names_shown"] = sorted(set(page.locator(RUN_NAMES).all_inner_texts()))
         out["front_names"] = sorted(names.values())

@@ -203,7 +203,7 @@ def tag_children(tracker, trials, result: Mapping) -> int:
                         "on_front": str(row is not None and row["point"] in front).lower()}  # fmt: skip
         if row is not None:
             tags[run_id]["p_front"] = f"{row['p_front']:.3f}"
-            metrics[run_id] = {"pareto_rank": row["rank"], "p_front": round(row["p_front"], 3)}
+            metrics[run_id] = {"pareto_rank": row["rank"], "p_front": float(tags[run_id]["p_front"])}
             _add_verdicts(tags[run_id], result, row)
     return tracker.update_runs(tags, metrics)
 
