@@ -111,7 +111,7 @@ def children(tracker: Tracker, study, trials: list) -> None:
             designs[point["model.residual"]] = config.model.residual.descriptors()
         design = designs[point["model.residual"]]
         name = f"{point_name(point)}/s{seed}"
-        start = now + 1000 * number
+        start = now + number  # in the order of their trials
         runs.append({"run_uuid": run_id, "name": name, "source_type": "UNKNOWN", "source_name": "",
                      "entry_point_name": "", "user_id": "bench", "status": "FINISHED", "start_time": start,
                      "end_time": start + 900, "source_version": "", "lifecycle_stage": "active",
