@@ -40,6 +40,7 @@ from sweeps.report.analysis import fronts_for, printed_sections, publish
 from sweeps.run.tracking import Tracker
 from sweeps.study import load_study
 from sweeps.study.space import point_name
+from tests.cluster import services
 
 LAUNCH = "bench"
 RUNS_VIEW = "#/experiments/{experiment}/runs?workflowType=machine_learning"
@@ -214,9 +215,7 @@ def open_pages(
 
 
 def measure(runs: int, keep: bool = False, shots: Path | None = None) -> dict:
-    from playwright.sync_api import sync_playwright
-
-    from tests.cluster import services
+    from playwright.sync_api import sync_playwright  # the optional extra `browser`
 
     folder = Path(tempfile.mkdtemp(prefix=f"bench-mlflow-ui-{runs}-"))
     try:
