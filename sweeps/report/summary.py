@@ -87,6 +87,7 @@ def front_rows(result: Mapping) -> list[dict]:
 
 def write(result: Mapping, render: Render, title: str, folder: Path) -> Path:
     """`summary.md`: the whole report as markdown, every row."""
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / FILE
     path.write_text(markdown(result, render, title))
     return path
