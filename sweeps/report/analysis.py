@@ -1,5 +1,6 @@
 """A study's fronts from its trials: the statistics (`fronts_for`), and the launch's report of them
-(`report_fronts`: files, printed table, MLflow uploads and tags).
+(`report_fronts`: files, printed table, MLflow uploads; `publish`: the parent run's summary and
+description, the children's tags).
 
 `fronts_for(study, trials)` is the one entry point for "statistics of the completed trials": the
 study's objectives, the cost probe's rounds for the metrics it times, the reference point, which
