@@ -41,7 +41,8 @@ PARTS = (
     ("HTML page", "_html"),
     ("loss vs cost (MLflow histories, figure)", "_loss_at_equal_cost"),
     ("MLflow artifact uploads", "log_file"),
-    ("MLflow child tags", "_tag_children"),
+    ("MLflow child tags", "tag_children"),
+    ("the summary (markdown, description)", "note"),
 )
 
 

@@ -1,5 +1,6 @@
 """A study's fronts from its trials: the statistics (`fronts_for`), and the launch's report of them
-(`report_fronts`: files, printed table, MLflow uploads and tags).
+(`report_fronts`: files, printed table, MLflow uploads; `publish`: the parent run's summary and
+description, the children's tags).
 
 `fronts_for(study, trials)` is the one entry point for "statistics of the completed trials": the
 study's objectives, the cost probe's rounds for the metrics it times, the reference point, which
@@ -9,13 +10,14 @@ report (`report_fronts`) and adaptive seeds' decisions (`sweeps.run.adaptive`) b
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Mapping
 
 from optuna.trial import TrialState
 
-from sweeps.report import equal_cost, importance, paired_curves
+from sweeps.report import equal_cost, importance, paired_curves, summary
 from sweeps.report.costs import (
     costs_path,
     load_costs,
@@ -108,17 +110,10 @@ def report_fronts(study, trials, tracker=None, stream=None, plan=None) -> dict[s
         print("pareto: no trial has completed its budget yet", file=stream)
         return {"points": 0.0}
     paths = write_files(result, study.results_dir() / "pareto")
-    print(table_text(result), file=stream)
-    if result.get("tuned"):
-        print(tuned_text(result), file=stream)
-    if equal_time := equal_cost.time_budget_text(study.results_dir()):
-        print(equal_time, file=stream)
-    print(conclusions_text(result), file=stream)
-    if result.get("throughput_check"):
-        print(throughput_text(result), file=stream)
-    if result.get("machines"):
-        print(machines_text(result["machines"]), file=stream)
-    for path in paths:
+    render = functools.partial(printed_sections, equal_time=equal_cost.time_budget_text(study.results_dir()))
+    print("\n".join(render(result)), file=stream)
+    written = summary.write(result, render, study.name, study.results_dir() / "pareto")
+    for path in [*paths, written]:
         print(f"  {path}", file=stream)
     ranked = importance.report(result, trials, study.results_dir() / "importance", tracker, stream)
     if tracker is not None:
@@ -131,7 +126,7 @@ def report_fronts(study, trials, tracker=None, stream=None, plan=None) -> dict[s
             tracker.log_file(tracker.parent_id, path, "pareto")
         for path in ranked:
             tracker.log_file(tracker.parent_id, path, "importance")
-        _tag_children(tracker, trials, result)
+        publish(tracker, study, trials, result, render, written)
     return {"hypervolume": result["hypervolume"], "front_size": float(len(result["front"])),
             "points": float(len(result["points"]))}  # fmt: skip
 
@@ -164,32 +159,72 @@ def _loss_at_equal_cost(tracker, result: Mapping, folder, stream) -> list:
     return [figure] + ([folder / "equal_time.json"] if (folder / "equal_time.json").is_file() else [])
 
 
-def _tag_children(tracker, trials, result: Mapping) -> None:
+def publish(tracker, study, trials, result: Mapping, render: summary.Render, written) -> int:
+    """What a reader of MLflow sees first: the parent run's `summary.md` (`written`, at its
+    artifacts' root), its description and `front` tag (`summary`), and the children's tags
+    (`tag_children`). Returns the number of child runs written."""
+    tracker.log_file(tracker.parent_id, written)
+    title = f"{study.name}: launch {tracker.launch}"
+    tracker.set_tags(tracker.parent_id, {summary.NOTE: summary.note(result, render, title),
+                                         "front": summary.front_tag(result)})  # fmt: skip
+    return tag_children(tracker, trials, result)
+
+
+def printed_sections(result: Mapping, equal_time: str | None = None) -> list[str]:
+    """The report's text as printed, section by section: the table, the tuned values, the
+    equal-time budget (`equal_time`: its line, if any), the verdicts, the throughput check, the
+    machines."""
+    out = [table_text(result)]
+    if result.get("tuned"):
+        out.append(tuned_text(result))
+    if equal_time:
+        out.append(equal_time)
+    out.append(conclusions_text(result))
+    if result.get("throughput_check"):
+        out.append(throughput_text(result))
+    if result.get("machines"):
+        out.append(machines_text(result["machines"]))
+    return out
+
+
+def tag_children(tracker, trials, result: Mapping) -> int:
+    """The report's tags on each trial's run (and its rank and p_front as metrics, to sort on):
+    `on_front` true for the runs of the front's points, false for the others; written where they
+    changed (`Tracker.update_runs`). Returns the number of runs written."""
     rows = {r["point"]: r for r in result["points"]}
+    front = set(result["front"])
+    tags, metrics = {}, {}
     for t in trials:
         record = RunRecord.of(t)
         run_id = record.mlflow_run_id
         if not run_id:
             continue
         row = rows.get(record.point) if t.state == TrialState.COMPLETE else None
-        tags = {"pareto_rank": str(-1 if row is None else row["rank"])}
+        tags[run_id] = {"pareto_rank": str(-1 if row is None else row["rank"]),
+                        "on_front": str(row is not None and row["point"] in front).lower()}  # fmt: skip
         if row is not None:
-            tags["p_front"] = f"{row['p_front']:.3f}"
-            if is_reference(result, row["point"]):
-                tags["verdict"] = "reference"
-            else:
-                tags.update({f"verdict.{metric}": word for metric, word in row["verdict"].items()})
-                tags["verdict"] = ", ".join(f"{m}: {w}" for m, w in row["verdict"].items())
-                for metric, word in row.get("matched_verdict", {}).items():  # reference.match
-                    tags[f"matched_verdict.{metric}"] = word
-                for metric, diff in row["diff"].items():  # what an open comparison could have seen
-                    if "detectable" in diff:
-                        tags[f"detectable.{metric}"] = f"{diff['detectable']:.4g}"
-                    if diff.get("seeds_to_decide"):
-                        tags[f"seeds_to_decide.{metric}"] = str(diff["seeds_to_decide"])
-            if result.get("verdicts"):
-                tags["verdict.rule"] = result["verdicts"]["rule"]  # which adjustment, which looks
-        tracker.set_tags(run_id, tags)
+            tags[run_id]["p_front"] = f"{row['p_front']:.3f}"
+            metrics[run_id] = {"pareto_rank": row["rank"], "p_front": float(tags[run_id]["p_front"])}
+            _add_verdicts(tags[run_id], result, row)
+    return tracker.update_runs(tags, metrics)
+
+
+def _add_verdicts(tags: dict, result: Mapping, row: Mapping) -> None:
+    """The row's verdicts against its reference (and matched baseline), and what an open one needs."""
+    if is_reference(result, row["point"]):
+        tags["verdict"] = "reference"
+    else:
+        tags.update({f"verdict.{metric}": word for metric, word in row["verdict"].items()})
+        tags["verdict"] = ", ".join(f"{m}: {w}" for m, w in row["verdict"].items())
+        for metric, word in row.get("matched_verdict", {}).items():  # reference.match
+            tags[f"matched_verdict.{metric}"] = word
+        for metric, diff in row["diff"].items():  # what an open comparison could have seen
+            if "detectable" in diff:
+                tags[f"detectable.{metric}"] = f"{diff['detectable']:.4g}"
+            if diff.get("seeds_to_decide"):
+                tags[f"seeds_to_decide.{metric}"] = str(diff["seeds_to_decide"])
+    if result.get("verdicts"):
+        tags["verdict.rule"] = result["verdicts"]["rule"]  # which adjustment, which looks
 
 
 def machines(entries: dict) -> list[str]:

@@ -16,7 +16,10 @@ Tags (filter in the UI with e.g. `tags.kind = "value_residual" and tags.pareto_r
           sweep.resumes and sweep.resumed_from (a run resumed from its checkpoint by a later launch),
           the design's own descriptors (`descriptors()` of its config: kind, and e.g. mode,
           granularity, activation, tap_layer, consumers for the value-residual family),
-          pareto_rank (added by sweeps.pareto; -1 for runs outside every front)
+          and the report's (sweeps.report.analysis): pareto_rank (-1 for runs outside every
+          front), on_front (true | false: `tags.on_front = 'true'` finds the front's runs), p_front,
+          verdict, verdict.<metric>, ...; pareto_rank and p_front also as metrics (sortable)
+  parent, after the report: its summary as the description (mlflow.note.content), front
 """
 
 from __future__ import annotations
@@ -129,6 +132,7 @@ def experiment_id(mlflow_client, name: str) -> str:
     return found.experiment_id
 
 
+SEARCH_PAGE = 50_000  # the most runs one `search_runs` page returns (MLflow's limit)
 UI_DEFAULT = "http://127.0.0.1:5000"  # where `make mlflow-ui` serves a local SQLite store
 
 
@@ -220,6 +224,50 @@ class Tracker:
         from mlflow.entities import RunTag
 
         self.client.log_batch(run_id, tags=[RunTag(key, str(value)) for key, value in tags.items()])
+
+    def study_runs(self, role: str = "trial") -> dict:
+        """The study's runs of `role` in this experiment, every launch's, {run id: Run}: one paged
+        search (MLflow's page limit), not one request per run."""
+        query = f"tags.`sweep.study` = '{self.study}' and tags.`sweep.role` = '{role}'"
+        out, token = {}, None
+        while True:
+            page = self.client.search_runs(
+                [self.experiment_id], filter_string=query, max_results=SEARCH_PAGE, page_token=token
+            )
+            out.update((run.info.run_id, run) for run in page)
+            token = page.token
+            if not token:
+                return out
+
+    def update_runs(
+        self, tags: Mapping[str, Mapping[str, str]], metrics: Mapping[str, Mapping[str, float]] | None = None
+    ) -> int:
+        """Tags ({run id: {key: value}}) and metrics (step 0) of many of the study's children, each
+        run's in one `log_batch`, written only to runs that do not already carry those values (a
+        report again over the same trials, a resumed launch's report, writes nothing new).
+        Returns the number of runs written."""
+        from mlflow.entities import Metric, RunTag
+
+        metrics = metrics or {}
+        known = self.study_runs()
+        stamp = int(time.time() * 1000)
+        written = 0
+        for run_id in dict.fromkeys([*tags, *metrics]):
+            want_tags = {key: str(value) for key, value in tags.get(run_id, {}).items()}
+            want_metrics = {key: float(value) for key, value in metrics.get(run_id, {}).items()}
+            run = known.get(run_id)
+            if run is not None:
+                want_tags = {k: v for k, v in want_tags.items() if run.data.tags.get(k) != v}
+                want_metrics = {k: v for k, v in want_metrics.items() if run.data.metrics.get(k) != v}
+            if not want_tags and not want_metrics:
+                continue
+            self.client.log_batch(
+                run_id,
+                metrics=[Metric(key, value, stamp, 0) for key, value in want_metrics.items()],
+                tags=[RunTag(key, value) for key, value in want_tags.items()],
+            )
+            written += 1
+        return written
 
     # --- children ---------------------------------------------------------------------------
     def start_child(

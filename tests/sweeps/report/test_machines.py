@@ -41,7 +41,7 @@ def test_the_launchs_report_prints_the_machine_under_the_verdicts(monkeypatch, t
     )
     monkeypatch.setattr(analysis, "write_files", lambda result, folder: [])
     out = io.StringIO()
-    analysis.report_fronts(SimpleNamespace(results_dir=lambda: tmp_path), trials, stream=out)
+    analysis.report_fronts(SimpleNamespace(name="m", results_dir=lambda: tmp_path), trials, stream=out)
     text = out.getvalue()
     verdicts, machine = text.index("against base"), text.index("machine: AMD EPYC (2 CPUs), torch 2.13.0+cpu")
     assert verdicts < machine  # under the verdicts it qualifies

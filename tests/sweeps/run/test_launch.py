@@ -129,7 +129,7 @@ def test_each_child_run_names_its_point_seed_and_design(diverged):
         **design,  # the design's descriptors, as params for MLflow's charts
     }
     final = {f"final/{m}" for m in (*METRICS, "tokens_per_s", "tokens_per_s_ratio", "fit_s", "logging_s")}
-    assert set(sat.data.metrics) <= {*final, *METRICS, "sweep/wall_s", "epoch"}
+    assert set(sat.data.metrics) <= {*final, *METRICS, "sweep/wall_s", "epoch", "pareto_rank", "p_front"}
     assert sat.data.metrics["final/fit_s"] >= sat.data.metrics["final/logging_s"] > 0
     assert sat.data.tags["pareto_rank"] == "0" and sat.data.tags["mode"] == "gated"
     assert "config.yaml" in artifacts(study, sat)
