@@ -117,6 +117,9 @@ def report_fronts(study, trials, tracker=None, stream=None, plan=None) -> dict[s
         print(f"  {path}", file=stream)
     ranked = importance.report(result, trials, study.results_dir() / "importance", tracker, stream)
     if tracker is not None:
+        runs = [run_id for row in result["points"] for run_id in row["runs"]]
+        metrics = dict.fromkeys(("val_loss", paired_curves.loss_metric(result), "tokens"))
+        paired_curves.prefetch(tracker.client, runs, metrics)  # the curves' histories, in bulk
         paths += _loss_at_equal_cost(tracker, result, study.results_dir() / "pareto", stream)
         names = {r["point"]: row_name(r) for r in result["points"]}
         paths += paired_curves.write(

@@ -54,3 +54,42 @@ def test_the_launch_writes_the_csv_and_figure_into_the_parent_run(tmp_path):
         assert float(r["tokens"]) == 4096 * k / 4 and r["seeds"] == "2"
         assert float(r["diff"]) == pytest.approx(-0.05 * k + 0.005)  # the gap opens with training
         assert float(r["hi"]) - float(r["diff"]) == pytest.approx(half)
+
+
+def test_histories_read_in_bulk_equal_the_per_run_reads_in_fewer_requests(tmp_path):
+    """paired_curves.prefetch: MLflow's SQL store's bulk query gives each run's {step: value} as
+    get_metric_history does (a step logged twice keeps the later value; a run without the metric
+    is empty), in one query per metric per BULK_RUNS runs instead of one request per run."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    from sweeps.report import paired_curves
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    writer = MlflowClient(uri)
+    experiment = writer.create_experiment("bulk")
+    runs = [writer.create_run(experiment).info.run_id for _ in range(7)]
+    for i, run_id in enumerate(runs[:-1]):  # the last run logs nothing
+        rows = [Metric("val_loss", 3.0 - s / 10 + i, 1000 + s, s) for s in range(5)]
+        rows += [Metric("tokens", 128.0 * s, 1000 + s, s) for s in range(5)]
+        rows.append(Metric("val_loss", 9.0 + i, 2000, 2))  # step 2 again, later
+        writer.log_batch(run_id, metrics=rows)
+
+    bulk_client, plain_client = MlflowClient(uri), MlflowClient(uri)
+    store = bulk_client._tracking_client.store
+    calls = []
+    original = store.get_metric_history_bulk
+    store.get_metric_history_bulk = lambda *a, **k: calls.append(a[1]) or original(*a, **k)
+    paired_curves.BULK_RUNS, before = 4, paired_curves.BULK_RUNS
+    try:
+        paired_curves.prefetch(bulk_client, [*runs, runs[0], ""], ["val_loss", "tokens"])
+    finally:
+        paired_curves.BULK_RUNS = before
+    assert calls == ["val_loss", "val_loss", "tokens", "tokens"]  # 7 runs in chunks of 4
+    for run_id in runs:
+        for metric in ("val_loss", "tokens"):
+            expected = paired_curves.history(plain_client, run_id, metric)  # one request per run
+            assert paired_curves.history(bulk_client, run_id, metric) == expected
+    assert paired_curves.history(bulk_client, runs[0], "val_loss")[2] == 9.0
+    assert paired_curves.history(bulk_client, runs[-1], "val_loss") == {}
+    assert len(calls) == 4  # every read above came from the prefetched cache
