@@ -16,11 +16,17 @@ For each size asked, in a fresh temporary folder:
 
 One JSON line per size (`--jsonl` appends it), with the machine's load. The browser suite runs the
 same at 2,000 runs (tests/browser/test_mlflow_ui_scale.py).
+
+`--histories N,...` measures only the report's read of the children's curves instead (no browser):
+N child runs, each with `EVALS` evaluations of val_loss and tokens, read run by run
+(`paired_curves.history`, two requests a run and metric pair) and in bulk (`paired_curves.prefetch`),
+alternated A B A B, each on a fresh client; the two reads must agree.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -35,7 +41,7 @@ from pathlib import Path
 import yaml
 
 from bench import scale
-from sweeps.report import summary
+from sweeps.report import paired_curves, summary
 from sweeps.report.analysis import fronts_for, printed_sections, publish
 from sweeps.run.tracking import Tracker
 from sweeps.study import load_study
@@ -214,6 +220,56 @@ def open_pages(
     return out
 
 
+EVALS = 8  # evaluations a child logged in `--histories` (a short trial's)
+CURVE_METRICS = ("val_loss", "tokens")
+
+
+def histories(runs: int, rounds: int = 2) -> dict:
+    """CPU seconds of the report's read of `runs` children's curves, run by run against in bulk."""
+    import sqlalchemy
+    from mlflow.store.tracking.dbmodels.models import SqlMetric
+
+    with tempfile.TemporaryDirectory(prefix=f"bench-histories-{runs}-") as folder:
+        path = Path(folder) / "study.yaml"
+        tree = scale.study_tree(Path(folder), "tpe", runs, "local", 2)
+        path.write_text(yaml.safe_dump(tree, sort_keys=False))
+        study = load_study(path)
+        tracker = Tracker(study.mlflow_uri(), study.experiment_name, study.name, LAUNCH)
+        tracker.start_parent(study.to_dict(), {"n_runs": runs})
+        trials = scale.search_trials(runs, objectives=2)
+        children(tracker, study, trials)
+        ids = [t.user_attrs["mlflow_run_id"] for t in trials]
+        rows = [{"run_uuid": run_id, "key": key, "value": step * 1e3 if key == "tokens" else 2 - step / 10,
+                 "timestamp": 0, "step": step, "is_nan": False}
+                for run_id in ids for key in CURVE_METRICS for step in range(1, EVALS + 1)]  # fmt: skip
+        with sqlalchemy.create_engine(tracker.uri).begin() as connection:
+            connection.execute(SqlMetric.__table__.insert(), rows)
+
+        def per_run(client):
+            return {(r, m): paired_curves.history(client, r, m) for r in ids for m in CURVE_METRICS}
+
+        def bulk(client):
+            paired_curves.prefetch(client, ids, CURVE_METRICS)
+            return per_run(client)  # served from the cache the prefetch filled
+
+        times = {"per_run": [], "bulk": []}
+        read = {}
+        for _ in range(rounds):
+            for label, how in (("per_run", per_run), ("bulk", bulk)):
+                client = type(tracker.client)(tracker.uri)  # a fresh cache
+                cpu, start = time.process_time(), time.time()
+                read[label] = how(client)
+                times[label].append((time.process_time() - cpu, time.time() - start))
+        if read["per_run"] != read["bulk"]:
+            raise AssertionError("the bulk read differs from the per-run read")
+        with contextlib.suppress(Exception):
+            tracker.finish_parent("FINISHED", {})
+    return {"mode": "histories", "runs": runs, "evals": EVALS,
+            **{f"{k}_cpu_s": [round(c, 3) for c, _ in v] for k, v in times.items()},
+            **{f"{k}_wall_s": [round(w, 3) for _, w in v] for k, v in times.items()},
+            "load_1min": os.getloadavg()[0]}  # fmt: skip
+
+
 def measure(runs: int, keep: bool = False, shots: Path | None = None) -> dict:
     from playwright.sync_api import sync_playwright  # the optional extra `browser`
 
@@ -248,7 +304,16 @@ def main(argv=None) -> int:
     p.add_argument("--jsonl", default=None, help="append one JSON line per size here")
     p.add_argument("--shots", default=None, help="a folder for the pages' screenshots")
     p.add_argument("--keep", action="store_true", help="keep each experiment's folder")
+    p.add_argument("--histories", default=None, help="runs, comma-separated: the curves' read alone")
     args = p.parse_args(argv)
+    if args.histories:
+        for runs in (int(x) for x in args.histories.split(",")):
+            line = histories(runs)
+            print(json.dumps(line), flush=True)
+            if args.jsonl:
+                with open(args.jsonl, "a") as handle:
+                    handle.write(json.dumps(line) + "\n")
+        return 0
     if chromium_executable() is None:
         print("chromium is not installed (make test-browser installs Debian's)", file=sys.stderr)
         return 2
