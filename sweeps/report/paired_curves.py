@@ -43,7 +43,7 @@ def prefetch(client, run_ids, metrics) -> None:
     """The histories of many runs read at once into the cache, where MLflow's store can (its SQL
     store's `get_metric_history_bulk`: one query per metric per `BULK_RUNS` runs, in the same order
     as `get_metric_history`'s per run); elsewhere (a tracking server) `history` reads them one run
-    at a time. At 10,000 runs the per-run requests were most of the report's time
+    at a time. At 10,000 runs of 8 evaluations: 180-200 s of CPU run by run, 6 s in bulk
     (docs/bench/scale.md)."""
     store = getattr(getattr(client, "_tracking_client", None), "store", None)
     bulk = getattr(store, "get_metric_history_bulk", None)  # not on MlflowClient: its store's
