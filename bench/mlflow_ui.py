@@ -17,7 +17,8 @@ For each size asked, in a fresh temporary folder:
 One JSON line per size (`--jsonl` appends it), with the machine's load. The browser suite runs the
 same at 2,000 runs (tests/browser/test_mlflow_ui_scale.py).
 
-`--histories N,...` measures only the report's read of the children's curves instead (no browser):
+`--report N,...` times the launcher's whole report over such an experiment (with curves), stage by
+stage. `--histories N,...` measures only the report's read of the children's curves instead (no browser):
 N child runs, each with `EVALS` evaluations of val_loss and tokens, read run by run
 (`paired_curves.history`, two requests a run and metric pair) and in bulk (`paired_curves.prefetch`),
 alternated A B A B, each on a fresh client; the two reads must agree.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import io
 import json
 import os
 import shutil
@@ -42,7 +44,7 @@ import yaml
 
 from bench import scale
 from sweeps.report import paired_curves, summary
-from sweeps.report.analysis import fronts_for, printed_sections, publish
+from sweeps.report.analysis import fronts_for, printed_sections, publish, report_fronts
 from sweeps.run.tracking import Tracker
 from sweeps.study import load_study
 from sweeps.study.space import point_name
@@ -224,26 +226,41 @@ EVALS = 8  # evaluations a child logged in `--histories` (a short trial's)
 CURVE_METRICS = ("val_loss", "tokens")
 
 
-def histories(runs: int, rounds: int = 2) -> dict:
-    """CPU seconds of the report's read of `runs` children's curves, run by run against in bulk."""
+@dataclass
+class Curves:
+    study: object
+    tracker: Tracker
+    trials: list
+    ids: list[str]
+
+
+def with_curves(folder: Path, runs: int) -> Curves:
+    """A search's experiment (`children`) whose runs also logged `EVALS` evaluations of val_loss and
+    tokens, as a trial's logger does."""
     import sqlalchemy
     from mlflow.store.tracking.dbmodels.models import SqlMetric
 
+    path = folder / "study.yaml"
+    path.write_text(yaml.safe_dump(scale.study_tree(folder, "tpe", runs, "local", 2), sort_keys=False))
+    study = load_study(path)
+    tracker = Tracker(study.mlflow_uri(), study.experiment_name, study.name, LAUNCH)
+    tracker.start_parent(study.to_dict(), {"n_runs": runs})
+    trials = scale.search_trials(runs, objectives=2)
+    children(tracker, study, trials)
+    ids = [t.user_attrs["mlflow_run_id"] for t in trials]
+    rows = [{"run_uuid": run_id, "key": key, "value": step * 1e3 if key == "tokens" else 2 - step / 10,
+             "timestamp": 0, "step": step, "is_nan": False}
+            for run_id in ids for key in CURVE_METRICS for step in range(1, EVALS + 1)]  # fmt: skip
+    with sqlalchemy.create_engine(tracker.uri).begin() as connection:
+        connection.execute(SqlMetric.__table__.insert(), rows)
+    return Curves(study, tracker, trials, ids)
+
+
+def histories(runs: int, rounds: int = 2) -> dict:
+    """CPU seconds of the report's read of `runs` children's curves, run by run against in bulk."""
     with tempfile.TemporaryDirectory(prefix=f"bench-histories-{runs}-") as folder:
-        path = Path(folder) / "study.yaml"
-        tree = scale.study_tree(Path(folder), "tpe", runs, "local", 2)
-        path.write_text(yaml.safe_dump(tree, sort_keys=False))
-        study = load_study(path)
-        tracker = Tracker(study.mlflow_uri(), study.experiment_name, study.name, LAUNCH)
-        tracker.start_parent(study.to_dict(), {"n_runs": runs})
-        trials = scale.search_trials(runs, objectives=2)
-        children(tracker, study, trials)
-        ids = [t.user_attrs["mlflow_run_id"] for t in trials]
-        rows = [{"run_uuid": run_id, "key": key, "value": step * 1e3 if key == "tokens" else 2 - step / 10,
-                 "timestamp": 0, "step": step, "is_nan": False}
-                for run_id in ids for key in CURVE_METRICS for step in range(1, EVALS + 1)]  # fmt: skip
-        with sqlalchemy.create_engine(tracker.uri).begin() as connection:
-            connection.execute(SqlMetric.__table__.insert(), rows)
+        built = with_curves(Path(folder), runs)
+        ids, tracker = built.ids, built.tracker
 
         def per_run(client):
             return {(r, m): paired_curves.history(client, r, m) for r in ids for m in CURVE_METRICS}
@@ -268,6 +285,35 @@ def histories(runs: int, rounds: int = 2) -> dict:
             **{f"{k}_cpu_s": [round(c, 3) for c, _ in v] for k, v in times.items()},
             **{f"{k}_wall_s": [round(w, 3) for _, w in v] for k, v in times.items()},
             "load_1min": os.getloadavg()[0]}  # fmt: skip
+
+
+# The report's stages, by the functions that do them (cumulative time under cProfile).
+REPORT_STAGES = {
+    "fronts_s": "fronts_for", "files_s": "write_files", "importance_s": "report",
+    "histories_bulk_s": "prefetch", "equal_cost_s": "_loss_at_equal_cost", "paired_curves_s": "compute",
+    "publish_s": "publish",
+}  # fmt: skip
+
+
+def whole_report(runs: int) -> dict:
+    """The launcher's whole report (`report_fronts` with its tracker) over `runs` children with
+    curves, as the end of a launch runs it: wall, CPU and each stage's time under cProfile."""
+    import cProfile
+    import pstats
+
+    with tempfile.TemporaryDirectory(prefix=f"bench-report-{runs}-") as folder:
+        built = with_curves(Path(folder), runs)
+        profile = cProfile.Profile()
+        cpu, start = time.process_time(), time.time()
+        profile.runcall(report_fronts, built.study, built.trials, built.tracker, io.StringIO())
+        wall, cpu = time.time() - start, time.process_time() - cpu
+        stats = pstats.Stats(profile).stats  # {(file, line, name): (cc, nc, tt, ct, callers)}
+        stages = {}
+        for label, name in REPORT_STAGES.items():
+            where = "importance" if label == "importance_s" else "sweeps/report"
+            stages[label] = round(sum(v[3] for (f, _, n), v in stats.items() if n == name and where in f), 2)
+    return {"mode": "report", "runs": runs, "evals": EVALS, "wall_s": round(wall, 1),
+            "cpu_s_profiled": round(cpu, 1), **stages, "load_1min": os.getloadavg()[0]}  # fmt: skip
 
 
 def measure(runs: int, keep: bool = False, shots: Path | None = None) -> dict:
@@ -305,10 +351,13 @@ def main(argv=None) -> int:
     p.add_argument("--shots", default=None, help="a folder for the pages' screenshots")
     p.add_argument("--keep", action="store_true", help="keep each experiment's folder")
     p.add_argument("--histories", default=None, help="runs, comma-separated: the curves' read alone")
+    p.add_argument("--report", default=None, help="runs, comma-separated: the whole report, by stage")
     args = p.parse_args(argv)
-    if args.histories:
-        for runs in (int(x) for x in args.histories.split(",")):
-            line = histories(runs)
+    if args.histories or args.report:
+        for runs, how in [(int(x), histories) for x in (args.histories or "").split(",") if x] + [
+            (int(x), whole_report) for x in (args.report or "").split(",") if x
+        ]:
+            line = how(runs)
             print(json.dumps(line), flush=True)
             if args.jsonl:
                 with open(args.jsonl, "a") as handle:
