@@ -1,6 +1,8 @@
 """One tokenizer rule for any tokenizer.json, end to end: a Llama-2-style tokenizer (BPE with byte
-fallback, Metaspace, `<s> $A` post-processor, `<unk> <s> </s>`; trainers.data.llama_style), a
-GPT-2-style byte-level one and the byte tokenizer, each through prepare -> train -> evals ->
+fallback, Metaspace, `<s> $A` post-processor, `<unk> <s> </s>`; trainers.data.llama_style), the
+same in the form transformers' conversion of Llama 2 writes (`legacy`: a Prepend/Replace normalizer
+and no pre-tokenizer, as the hub's Llama-2 tokenizer.json files have), a GPT-2-style byte-level one
+and the byte tokenizer, each through prepare -> train -> evals ->
 val_bpb, with the harness's numbers equal to a plain computation from the model's own logits and
 val_bpb equal to the validation loss over bytes counted by hand."""
 
@@ -32,8 +34,9 @@ from trainers.fit import fit  # noqa: E402
 from trainers.prepare import main as prepare_main  # noqa: E402
 from trainers.trained import load_checkpoint, trial_tokenizer  # noqa: E402
 
-KINDS = ("llama", "gpt2", "byte")
-SEPARATOR = {"llama": "bos", "gpt2": "eos"}  # Llama's `<s>` before a document; GPT-2's EOS after it
+KINDS = ("llama", "gpt2", "byte", "legacy")
+# Llama's `<s>` before a document; GPT-2's EOS after it
+SEPARATOR = {"llama": "bos", "gpt2": "eos", "legacy": "bos"}
 TOKENS = 40_000
 UNICODE = "café naïve — ∑ 日本語 🙂"
 
@@ -121,12 +124,39 @@ def gpt2_style(text: str, vocab_size: int):
     return tok
 
 
+def legacy(tok):
+    """Llama 2's tokenizer.json as transformers converted it: a Prepend/Replace normalizer, no
+    pre-tokenizer, a Replace/ByteFallback/Fuse/Strip decoder."""
+    from tokenizers import Tokenizer
+
+    tree = json.loads(tok.to_str())
+    tree["normalizer"] = {
+        "type": "Sequence",
+        "normalizers": [
+            {"type": "Prepend", "prepend": "\u2581"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+        ],
+    }
+    tree["pre_tokenizer"] = None
+    tree["decoder"] = {
+        "type": "Sequence",
+        "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+            {"type": "ByteFallback"},
+            {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0},
+        ],
+    }
+    return Tokenizer.from_str(json.dumps(tree))
+
+
 def hand_bytes(kind: str, piece: str, special: bool) -> int:
     """UTF-8 bytes one token stands for, by the rule of its kind of tokenizer (not its decoder)."""
     if kind == "byte":
         return 1
     if special:
         return 0
+    kind = "llama" if kind == "legacy" else kind
     if kind == "llama" and piece.startswith("<0x") and piece.endswith(">") and len(piece) == 6:
         return 1
     if kind == "llama":
@@ -150,7 +180,8 @@ def tokenizers(tmp_path_factory) -> dict:
     """kind -> a tokenizer.json trained here on `small_text`."""
     folder = tmp_path_factory.mktemp("tokenizers")
     text = small_text()
-    built = {"llama": llama_style.build(text.splitlines(), 600), "gpt2": gpt2_style(text, 600)}
+    llama = llama_style.build(text.splitlines(), 600)
+    built = {"llama": llama, "legacy": legacy(llama), "gpt2": gpt2_style(text, 600)}
     for kind, tok in built.items():
         tok.save(str(folder / f"{kind}.json"))
     return {kind: folder / f"{kind}.json" for kind in built}
@@ -171,6 +202,8 @@ def trial(request, dataset, tokenizers, tmp_path_factory):
         tok = (
             llama_style.build(small_text().splitlines(), 600)
             if kind == "llama"
+            else legacy(llama_style.build(small_text().splitlines(), 600))
+            if kind == "legacy"
             else gpt2_style(small_text(), 600)
         )
         path = root / "tokenizer.json"
@@ -196,15 +229,19 @@ def test_shards_hold_no_special_token_but_the_separator_and_meta_names_it(trial,
     meta = json.loads((shards / "meta.json").read_text())
     tok = FastTokenizer.from_file(shards / "tokenizer.json")
     assert meta["separator"] == SEPARATOR[kind] and meta["tokenizer"]["sha256"] == tok.sha256
-    sep = meta["bos_id"] if kind == "llama" else meta["eos_id"]
-    assert tok.piece(sep) == {"llama": "<s>", "gpt2": "<|endoftext|>"}[kind]
+    sep = meta["bos_id"] if kind in ("llama", "legacy") else meta["eos_id"]
+    assert tok.piece(sep) == {"llama": "<s>", "legacy": "<s>", "gpt2": "<|endoftext|>"}[kind]
     ids = np.fromfile(shards / meta["train_shards"][0], dtype=np.uint16)
     specials = set(tok.tok.get_added_tokens_decoder())
     assert set(np.unique(ids).tolist()) & specials == {sep}  # no `<s>` of the post-processor
     doc = "zor has red\n"
-    one = [*([sep] if kind == "llama" else []), *tok.encode(doc).tolist(), *([sep] if kind == "gpt2" else [])]
+    one = [
+        *([sep] if kind in ("llama", "legacy") else []),
+        *tok.encode(doc).tolist(),
+        *([sep] if kind == "gpt2" else []),
+    ]
     assert tok.tok.encode(doc).ids[0] == (
-        1 if kind == "llama" else tok.encode(doc)[0]
+        1 if kind in ("llama", "legacy") else tok.encode(doc)[0]
     )  # what encode leaves out
     assert any(ids[i : i + len(one)].tolist() == one for i in range(200))
     read_back = shard_tokenizer(shards)
@@ -222,7 +259,7 @@ def test_byte_counts_are_the_documents_bytes(trial):
     ]
     for doc in [*documents()[:20], *documents()[-3:], "two  spaces\nand a line"]:
         ids = tok.encode(doc).astype(np.int64)
-        assert int(table[ids].sum()) == len(doc.encode()) + (kind == "llama")
+        assert int(table[ids].sum()) == len(doc.encode()) + (kind in ("llama", "legacy"))
 
 
 def test_val_bpb_is_the_validation_loss_over_bytes_counted_by_hand(trial):
@@ -266,7 +303,7 @@ def test_the_harness_equals_the_models_own_logits_from_the_training_separator(tr
     lm = SatsweepLM.from_model(model, tok, batch_size=3)
     results = score(lm, task_manager(str(tasks), TASKS), TASKS, log_samples=True)
     start = results["satsweep"]["context_start"]
-    want = {"llama": "<s>", "gpt2": "<|endoftext|>", "byte": "\n"}[kind]
+    want = {"llama": "<s>", "legacy": "<s>", "gpt2": "<|endoftext|>", "byte": "\n"}[kind]
     assert start["token"] == want and start["id"] == tok.start.id
     right = 0
     for sample in results["samples"]["path_choice"]:
@@ -288,7 +325,7 @@ def test_the_harness_equals_the_models_own_logits_from_the_training_separator(tr
 def test_python_m_evals_scores_the_trial_and_says_how_contexts_start(trial, tasks, tmp_path):
     """The command that died on a Llama-style trial (`prefix '\\n' is 3 tokens`)."""
     kind, _, _, checkpoint, _ = trial
-    if kind != "llama":
+    if kind not in ("llama", "legacy"):
         pytest.skip("the harness test above scores the other kinds")
     out = tmp_path / "r.json"
     argv = [str(checkpoint), "--tasks", "path_choice", "--include-path", str(tasks), "--json", str(out)]
