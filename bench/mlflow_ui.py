@@ -17,11 +17,11 @@ For each size asked, in a fresh temporary folder:
 One JSON line per size (`--jsonl` appends it), with the machine's load. The browser suite runs the
 same at 2,000 runs (tests/browser/test_mlflow_ui_scale.py).
 
-`--report N,...` times the launcher's whole report over such an experiment (with curves), stage by
-stage. `--histories N,...` measures only the report's read of the children's curves instead (no browser):
-N child runs, each with `EVALS` evaluations of val_loss and tokens, read run by run
-(`paired_curves.history`, two requests a run and metric pair) and in bulk (`paired_curves.prefetch`),
-alternated A B A B, each on a fresh client; the two reads must agree.
+Without the browser: `--report N,...` times the launcher's whole report over such an experiment
+whose children also logged `EVALS` evaluations of val_loss and tokens (with `--profile`: under
+cProfile, stage by stage); `--histories N,...` times only the report's read of those curves, run
+by run (`paired_curves.history`: one request a run and metric) against in bulk
+(`paired_curves.prefetch`), alternated A B A B, each on a fresh client; the two reads must agree.
 """
 
 from __future__ import annotations
@@ -295,25 +295,30 @@ REPORT_STAGES = {
 }  # fmt: skip
 
 
-def whole_report(runs: int) -> dict:
+def whole_report(runs: int, profiled: bool = False) -> dict:
     """The launcher's whole report (`report_fronts` with its tracker) over `runs` children with
-    curves, as the end of a launch runs it: wall, CPU and each stage's time under cProfile."""
+    curves, as the end of a launch runs it: wall and CPU time; `profiled`: under cProfile (about
+    twice as slow), with each stage's time."""
     import cProfile
     import pstats
 
     with tempfile.TemporaryDirectory(prefix=f"bench-report-{runs}-") as folder:
         built = with_curves(Path(folder), runs)
-        profile = cProfile.Profile()
+        profile = cProfile.Profile() if profiled else None
+        report = functools.partial(report_fronts, built.study, built.trials, built.tracker, io.StringIO())
         cpu, start = time.process_time(), time.time()
-        profile.runcall(report_fronts, built.study, built.trials, built.tracker, io.StringIO())
+        profile.runcall(report) if profile else report()
         wall, cpu = time.time() - start, time.process_time() - cpu
-        stats = pstats.Stats(profile).stats  # {(file, line, name): (cc, nc, tt, ct, callers)}
         stages = {}
-        for label, name in REPORT_STAGES.items():
-            where = "importance" if label == "importance_s" else "sweeps/report"
-            stages[label] = round(sum(v[3] for (f, _, n), v in stats.items() if n == name and where in f), 2)
-    return {"mode": "report", "runs": runs, "evals": EVALS, "wall_s": round(wall, 1),
-            "cpu_s_profiled": round(cpu, 1), **stages, "load_1min": os.getloadavg()[0]}  # fmt: skip
+        if profile:
+            stats = pstats.Stats(profile).stats  # {(file, line, name): (cc, nc, tt, ct, callers)}
+            for label, name in REPORT_STAGES.items():
+                where = "importance" if label == "importance_s" else "sweeps/report"
+                stages[label] = round(
+                    sum(v[3] for (f, _, n), v in stats.items() if n == name and where in f), 2
+                )
+    return {"mode": "report", "runs": runs, "evals": EVALS, "profiled": profiled, "wall_s": round(wall, 1),
+            "cpu_s": round(cpu, 1), **stages, "load_1min": os.getloadavg()[0]}  # fmt: skip
 
 
 def measure(runs: int, keep: bool = False, shots: Path | None = None) -> dict:
@@ -351,11 +356,14 @@ def main(argv=None) -> int:
     p.add_argument("--shots", default=None, help="a folder for the pages' screenshots")
     p.add_argument("--keep", action="store_true", help="keep each experiment's folder")
     p.add_argument("--histories", default=None, help="runs, comma-separated: the curves' read alone")
-    p.add_argument("--report", default=None, help="runs, comma-separated: the whole report, by stage")
+    p.add_argument("--report", default=None, help="runs, comma-separated: the whole report")
+    p.add_argument("--profile", action="store_true", help="--report under cProfile, by stage")
     args = p.parse_args(argv)
     if args.histories or args.report:
         for runs, how in [(int(x), histories) for x in (args.histories or "").split(",") if x] + [
-            (int(x), whole_report) for x in (args.report or "").split(",") if x
+            (int(x), functools.partial(whole_report, profiled=args.profile))
+            for x in (args.report or "").split(",")
+            if x
         ]:
             line = how(runs)
             print(json.dumps(line), flush=True)

@@ -10,7 +10,7 @@ def test_histories_reads_agree_and_bulk_is_timed():
 
 
 def test_whole_report_finds_every_stage():
-    line = mlflow_ui.whole_report(30)
+    line = mlflow_ui.whole_report(30, profiled=True)
     assert set(mlflow_ui.REPORT_STAGES) <= set(line)
     missing = [stage for stage in mlflow_ui.REPORT_STAGES if line[stage] <= 0]
     assert not missing, f"stages not found in the report's profile: {missing}"
