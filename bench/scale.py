@@ -35,6 +35,7 @@ import resource
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -123,7 +124,7 @@ class Meter:
         self.cpu = defaultdict(float)
         self.calls = defaultdict(int)
         self.undo = []
-        self.depth = 0
+        self.local = threading.local()  # the driver's MLflow thread calls too (sweeps.run.driver)
 
     def wrap(self, owner, names, label):
         for name in names:
@@ -132,16 +133,16 @@ class Meter:
                 continue
 
             def timed(*args, _original=original, **kwargs):
-                if self.depth:  # nested in another metered call: counted there
+                if getattr(self.local, "depth", 0):  # nested in another metered call: counted there
                     return _original(*args, **kwargs)
-                self.depth += 1
-                start = time.process_time()
+                self.local.depth = 1
+                start = time.thread_time()  # this call's own thread
                 try:
                     return _original(*args, **kwargs)
                 finally:
-                    self.cpu[label] += time.process_time() - start
+                    self.cpu[label] += time.thread_time() - start
                     self.calls[label] += 1
-                    self.depth -= 1
+                    self.local.depth = 0
 
             setattr(owner, name, timed)
             self.undo.append((owner, name, original))
