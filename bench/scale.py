@@ -18,8 +18,14 @@ measures, per launch:
 - the stores' sizes: the journal, mlflow.db, the artifacts folder.
 
 Writes one JSON line per launch (`--jsonl`) and, with `--plot`, cost against trials as a PNG.
-Backends: `local` (Optuna in this process). Ray's per-trial worker start dominates a stand-in
-trial (docs/bench/launch_costs.md); `--backend ray` runs it (ASHA needs it: `--sampler asha`).
+Backends: `local` (Optuna in this process, one trial at a time) and `ray` (ASHA needs it:
+`--sampler asha`): `--concurrency N` trials at once on a local Ray of `--ray-cpus C` CPUs (each
+trial asks for C / N of a CPU, so 32 fit on 2 cores). Every trial stamps its start and end
+(bench.stamped_fit), from which the slots' use: trials running on average over the trial phase
+and over its steady part, the idle fraction, the most at once. With Ray the launcher's CPU is
+given in parts: this process (the driver), Ray's daemons, and the trial workers' CPU that was not
+the fits' (their start-up and imports apart, per worker). `--real-imports`: the stand-in logs
+through Lightning's logger, so its workers import what a real trial's import (Lightning, torch).
 Every number is CPU time or wall time on whatever else the machine is doing: say how loaded it was.
 """
 
