@@ -36,6 +36,7 @@ import contextlib
 import functools
 import io
 import json
+import math
 import os
 import resource
 import shutil
@@ -266,6 +267,8 @@ def measure(
         "optuna_cpu_per_trial_s": meter.cpu["optuna"] / max(1, driver.ends),
         "optuna_calls_per_trial": meter.calls["optuna"] / max(1, driver.ends),
         **{f"slots_{k}": v for k, v in stamped_fit.slots(ran, at_once).items()},
+        # from the driver's first trial on: the wait for the first workers counts as idle
+        "slots_busy_phase": sum(s["end"] - s["start"] for s in ran) / (driver.wall() or math.inf),
         **report, "resume_read_s": resume_read_s, **sizes,
         "load_1min": os.getloadavg()[0],
     }  # fmt: skip
