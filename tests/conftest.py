@@ -4,7 +4,9 @@ Every test that asks for `shared_ray` (tests/sweeps/conftest.py) goes to one wor
 that worker starts Ray once for all of them, where two workers would each start a Ray of their
 own (a 2-core machine's worth of processes each). The group is the longest unit of work, so it is
 collected first: its worker starts on it at once while the other worker takes the rest (started
-where its first test falls, it would run last, alone). Without xdist the group does nothing.
+where its first test falls, it would run last, alone). A module whose module-scoped fixture is
+costly (a training, an export) marks itself `xdist_group` too, so one worker builds it once instead
+of each worker building its own. Without xdist the groups do nothing.
 
 Also here: the modules tests import are frozen out of garbage collection (below).
 """
@@ -36,9 +38,19 @@ def pytest_collection_modifyitems(config, items):
         from _pytest.nodeid import NodeId
 
         for item in items:
-            if _on_ray(item) and not item.nodeid.endswith(f"@{RAY_GROUP}"):
-                item._id = NodeId.parse(f"{item.nodeid}@{RAY_GROUP}")
+            group = _group(item)
+            if group and not item.nodeid.endswith(f"@{group}"):
+                item._id = NodeId.parse(f"{item.nodeid}@{group}")
     return result
+
+
+def _group(item) -> str | None:
+    """The item's xdist group: the Ray tests', or a module's own `xdist_group` mark (a module whose
+    module-scoped fixture is costly keeps its tests on one worker, which builds the fixture once)."""
+    marker = item.get_closest_marker("xdist_group")
+    if marker is None:
+        return None
+    return marker.args[0] if marker.args else marker.kwargs.get("name")
 
 
 # Garbage collection: Optuna's `gc_after_trial` (backend local) and the step memory meter
