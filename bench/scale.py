@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import os
@@ -34,16 +35,21 @@ import resource
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import sweeps.run.launch as launching
+from bench import stamped_fit
 from sweeps.report.analysis import report_fronts
 from sweeps.report.history import history
+from sweeps.run.backends.ray.backend import RayBackend
+from sweeps.run.driver import Driver
 from sweeps.run.storage import load_trials
 from sweeps.study import load_study, samplers
 from sweeps.study.sections import SamplerConfig
+from tests.sweeps import fake_fit
 
 SAMPLERS = ("grid", "tpe", "nsga2", "random", "gp", "asha")
 
@@ -54,6 +60,11 @@ def parse_args(argv=None):
     p.add_argument("--samplers", default="tpe,grid,nsga2", help=f"of {', '.join(SAMPLERS)}")
     p.add_argument("--backend", default="local", choices=("local", "ray"))
     p.add_argument("--trial-s", type=float, default=0.0, help="each stand-in trial's length")
+    p.add_argument("--concurrency", type=int, default=None, help="ray: trials at once (max_concurrent)")
+    p.add_argument("--ray-cpus", type=int, default=None,
+                   help="ray: the local Ray's CPUs, split over --concurrency trials")  # fmt: skip
+    p.add_argument("--real-imports", action="store_true",
+                   help="trials log through Lightning's logger (workers import it, torch)")  # fmt: skip
     p.add_argument("--objectives", type=int, default=2, choices=(2, 3), help="val_loss, peak_mem_mb[, tok/s]")
     p.add_argument("--jsonl", default=None, help="append one JSON line per launch here")
     p.add_argument("--plot", default=None, help="cost against trials, PNG (from --jsonl's lines)")
@@ -65,8 +76,12 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def study_tree(folder: Path, sampler: str, n: int, backend: str, objectives: int) -> dict:
-    """A search over train.lr x two designs (grid: lr on a grid of n / 2 values), one seed a point."""
+def study_tree(
+    folder: Path, sampler: str, n: int, backend: str, objectives: int, concurrency=None, ray_cpus=None
+) -> dict:
+    """A search over train.lr x two designs (grid: lr on a grid of n / 2 values), one seed a point.
+    Ray: `concurrency` trials at once on a local Ray of `ray_cpus` CPUs (each trial asks for
+    ray_cpus / concurrency of a CPU, so that all fit)."""
     from tests.factories import tiny_trial
 
     designs = {"choices": {"baseline": {"kind": "none"}, "sat": {"kind": "value_residual"}}}
@@ -86,6 +101,12 @@ def study_tree(folder: Path, sampler: str, n: int, backend: str, objectives: int
         | ({"tokens_per_s": [1000.0, 0.0]} if objectives == 3 else {}),
         "output": {"dir": str(folder / "results"), "mlflow_uri": f"sqlite:///{folder / 'mlflow.db'}"},
     }
+    if backend == "ray" and (concurrency or ray_cpus):
+        cpus = ray_cpus or os.cpu_count() or 1
+        tree["ray"] = {"num_cpus": cpus}
+        if concurrency:
+            tree["max_concurrent"] = concurrency
+            tree["resources"] = {"cpus": cpus / concurrency}
     if sampler == "asha":
         tree["sampler"] = {"kind": "tpe", "seed": 0}
         tree["scheduler"] = {"kind": "asha", "metric": "val_loss", "mode": "min", "grace_tokens": 1024}
@@ -103,7 +124,7 @@ class Meter:
         self.cpu = defaultdict(float)
         self.calls = defaultdict(int)
         self.undo = []
-        self.depth = 0
+        self.local = threading.local()  # the driver's MLflow thread calls too (sweeps.run.driver)
 
     def wrap(self, owner, names, label):
         for name in names:
@@ -112,16 +133,16 @@ class Meter:
                 continue
 
             def timed(*args, _original=original, **kwargs):
-                if self.depth:  # nested in another metered call: counted there
+                if getattr(self.local, "depth", 0):  # nested in another metered call: counted there
                     return _original(*args, **kwargs)
-                self.depth += 1
-                start = time.process_time()
+                self.local.depth = 1
+                start = time.thread_time()  # this call's own thread
                 try:
                     return _original(*args, **kwargs)
                 finally:
-                    self.cpu[label] += time.process_time() - start
+                    self.cpu[label] += time.thread_time() - start
                     self.calls[label] += 1
-                    self.depth -= 1
+                    self.local.depth = 0
 
             setattr(owner, name, timed)
             self.undo.append((owner, name, original))
@@ -138,18 +159,30 @@ def sampler_owners():
             optuna.samplers.GPSampler]  # fmt: skip
 
 
-def measure(sampler: str, n: int, backend: str, trial_s: float, objectives: int, keep: bool) -> dict:
+def measure(
+    sampler: str,
+    n: int,
+    backend: str,
+    trial_s: float,
+    objectives: int,
+    keep: bool,
+    concurrency=None,
+    ray_cpus=None,
+    real_imports=False,
+) -> dict:
     import optuna
+    import yaml
     from mlflow.tracking import MlflowClient
-
-    from tests.sweeps import fake_fit
 
     folder = Path(tempfile.mkdtemp(prefix=f"bench-scale-{sampler}-{n}-"))
     path = folder / "study.yaml"
-    import yaml
-
-    path.write_text(yaml.safe_dump(study_tree(folder, sampler, n, backend, objectives), sort_keys=False))
-    os.environ["FAKE_FIT_SLEEP"] = str(trial_s)
+    tree = study_tree(folder, sampler, n, backend, objectives, concurrency, ray_cpus)
+    path.write_text(yaml.safe_dump(tree, sort_keys=False))
+    os.environ["FAKE_FIT_SLEEP"] = str(trial_s)  # a Ray started by this launch inherits it
+    stamps = folder / "stamps.jsonl"
+    stamped = functools.partial(stamped_fit.fit, stamps=str(stamps))  # pickled by reference for Ray
+    # the stand-in's plain logger, or Lightning's (a real trial's worker imports it, and torch)
+    stamped.without_lightning = not real_imports
     meter = Meter()
     for owner in sampler_owners():
         meter.wrap(owner, ["infer_relative_search_space", "sample_relative", "sample_independent"], "sampler")
@@ -165,13 +198,14 @@ def measure(sampler: str, n: int, backend: str, trial_s: float, objectives: int,
         if marks["first"] is None:
             marks["first"] = start
         try:
-            return fake_fit.fit(config, **kwargs)
+            return stamped(config, **kwargs)
         finally:
             marks["last"] = time.process_time()
             # the stand-in's own CPU; the launcher's MLflow logger inside it is the launcher's
             marks["fit_cpu"] += marks["last"] - start - (meter.cpu["mlflow"] - logged)
             marks["sampler_at"].append(meter.cpu["sampler"])
 
+    fit.without_lightning = not real_imports
     report = {}
     real = launching.report_fronts
 
@@ -186,10 +220,14 @@ def measure(sampler: str, n: int, backend: str, trial_s: float, objectives: int,
                           report_peak_rss_growth_mb=_peak_rss_mb() - rss)  # fmt: skip
 
     launching.report_fronts = timed_report
+    driver = DriverClock()
     wall = time.time()
     try:
         study = load_study(path)
-        code = launching.launch(study, fit=fit, probe=fake_fit.PROBE, stream=io.StringIO())
+        with driver:
+            code = launching.launch(
+                study, fit=stamped if backend == "ray" else fit, probe=fake_fit.PROBE, stream=io.StringIO()
+            )
     finally:
         launching.report_fronts = real
         meter.restore()
@@ -207,17 +245,21 @@ def measure(sampler: str, n: int, backend: str, trial_s: float, objectives: int,
         "mlflow_db_mb": _size(folder / "mlflow.db"),
         "artifacts_mb": _size(folder / "mlruns"),
     }  # fmt: skip
+    ran = stamped_fit.read(stamps) if stamps.exists() else []
+    at_once = concurrency or 1
     out = {
         "sampler": sampler, "backend": backend, "trials": n, "trial_s": trial_s, "objectives": objectives,
-        "exit": code, "finished": len(trials), "wall_s": wall,
-        "launcher_cpu_per_trial_s": (trials_cpu - marks["fit_cpu"]) / (len(at) - 1) if len(at) > 1 else None,
-        "sampler_cpu_per_trial_s": meter.cpu["sampler"] / max(1, len(at)),
+        "concurrency": at_once, "ray_cpus": ray_cpus, "real_imports": real_imports,
+        "exit": code, "finished": len(trials), "wall_s": wall, "trial_phase_s": driver.wall(),
+        **_launcher_cpu(backend, driver, ran, marks, trials_cpu, len(at)),
+        "sampler_cpu_per_trial_s": meter.cpu["sampler"] / max(1, driver.ends),
         "sampler_first_tenth_s": sum(grow[:tenth]) / tenth if grow else None,
         "sampler_last_tenth_s": sum(grow[-tenth:]) / tenth if grow else None,
-        "mlflow_cpu_per_trial_s": meter.cpu["mlflow"] / max(1, len(at)),
-        "mlflow_calls_per_trial": meter.calls["mlflow"] / max(1, len(at)),
-        "optuna_cpu_per_trial_s": meter.cpu["optuna"] / max(1, len(at)),
-        "optuna_calls_per_trial": meter.calls["optuna"] / max(1, len(at)),
+        "mlflow_cpu_per_trial_s": meter.cpu["mlflow"] / max(1, driver.ends),
+        "mlflow_calls_per_trial": meter.calls["mlflow"] / max(1, driver.ends),
+        "optuna_cpu_per_trial_s": meter.cpu["optuna"] / max(1, driver.ends),
+        "optuna_calls_per_trial": meter.calls["optuna"] / max(1, driver.ends),
+        **{f"slots_{k}": v for k, v in stamped_fit.slots(ran, at_once).items()},
         **report, "resume_read_s": resume_read_s, **sizes,
         "load_1min": os.getloadavg()[0],
     }  # fmt: skip
@@ -225,6 +267,107 @@ def measure(sampler: str, n: int, backend: str, trial_s: float, objectives: int,
         shutil.rmtree(folder, ignore_errors=True)
     else:
         out["folder"] = str(folder)
+    return out
+
+
+def _launcher_cpu(
+    backend: str, driver: DriverClock, ran: list[dict], marks: dict, trials_cpu: float, fits: int
+):
+    """Launcher CPU per trial. Local: this process from the first fit's start to the last one's end,
+    less the fits' own CPU, over the trials between (as before). Ray: this process (the driver)
+    from the first trial's start to the last one's end over the trials, and apart from it Ray's own
+    processes (its daemons: this process's other descendants) and the trial workers' CPU that was
+    not the fits' (Ray's worker, Tune's function runner, the trial's MLflow logging, and the
+    worker's start-up and imports, given apart per worker)."""
+    if backend != "ray":
+        per = (trials_cpu - marks["fit_cpu"]) / (fits - 1) if fits > 1 else None
+        return {"launcher_cpu_per_trial_s": per}
+    n = max(1, driver.ends)
+    workers = {}
+    for stamp in ran:  # a worker's CPU so far, at the end of each of its fits
+        w = workers.setdefault(stamp["pid"], {"cpu": 0.0, "fits": 0.0, "first": None})
+        w["cpu"] = max(w["cpu"], stamp["process_cpu"])
+        w["fits"] += stamp["cpu"]
+        if w["first"] is None or stamp["end"] < w["first"][0]:
+            w["first"] = (stamp["end"], stamp["process_cpu"] - stamp["cpu"])
+    start_cpu = [w["first"][1] for w in workers.values()]
+    workers_cpu = sum(w["cpu"] - w["fits"] for w in workers.values())
+    daemons = driver.daemons_cpu(exclude=set(workers))
+    return {
+        "launcher_cpu_per_trial_s": driver.cpu() / n,
+        "ray_daemons_cpu_per_trial_s": daemons / n,
+        "workers": len(workers),
+        "worker_start_cpu_s": sum(start_cpu) / len(start_cpu) if start_cpu else None,
+        "workers_cpu_per_trial_s": (workers_cpu - sum(start_cpu)) / n,
+        "ray_total_cpu_per_trial_s": (driver.cpu() + daemons + workers_cpu) / n,
+    }
+
+
+class DriverClock:
+    """The launch's trial phase as the driver sees it (`Driver.begin` of the first trial to `end`
+    of the last): its wall time, this process's CPU, and the CPU of this process's descendants
+    (a local Ray's daemons and workers) at both ends, read with psutil."""
+
+    def __init__(self):
+        self.first = self.last = None
+        self.ends = 0
+        self.tree_first: dict[int, float] = {}
+        self.tree_last: dict[int, float] = {}
+
+    def __enter__(self):
+        self.begin, self.end = Driver.begin, Driver.end
+        clock = self
+
+        def begin(driver, *args, **kwargs):
+            if clock.first is None:
+                clock.first = (time.time(), time.process_time())
+                clock.tree_first = _descendants_cpu()
+            return clock.begin(driver, *args, **kwargs)
+
+        def end(driver, *args, **kwargs):
+            try:
+                return clock.end(driver, *args, **kwargs)
+            finally:
+                clock.ends += 1
+                clock.last = (time.time(), time.process_time())
+
+        Driver.begin, Driver.end = begin, end
+        real_disconnect = self.disconnects = {}
+        for backend in (RayBackend,):  # before Ray shuts down: its daemons' CPU at the end
+            real_disconnect[backend] = backend.disconnect
+
+            def disconnect(this, _real=backend.disconnect):
+                clock.tree_last = _descendants_cpu()
+                return _real(this)
+
+            backend.disconnect = disconnect
+        return self
+
+    def __exit__(self, *exc):
+        Driver.begin, Driver.end = self.begin, self.end
+        for backend, real in self.disconnects.items():
+            backend.disconnect = real
+
+    def wall(self) -> float | None:
+        return self.last[0] - self.first[0] if self.first and self.last else None
+
+    def cpu(self) -> float:
+        return self.last[1] - self.first[1] if self.first and self.last else 0.0
+
+    def daemons_cpu(self, exclude: set[int]) -> float:
+        return sum(
+            cpu - self.tree_first.get(pid, 0.0) for pid, cpu in self.tree_last.items() if pid not in exclude
+        )
+
+
+def _descendants_cpu() -> dict[int, float]:
+    import psutil
+
+    out = {}
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            times = child.cpu_times()
+            out[child.pid] = times.user + times.system
     return out
 
 
@@ -365,6 +508,9 @@ def main(argv=None) -> int:
         if sampler not in SAMPLERS:
             print(f"--samplers: {sampler!r} is not one of {', '.join(SAMPLERS)}", file=sys.stderr)
             return 2
+    if args.backend == "local" and (args.concurrency or 0) > 1:
+        print("--concurrency: the local backend runs one trial at a time", file=sys.stderr)
+        return 2
     if args.replot:
         lines = [json.loads(x) for x in Path(args.jsonl).read_text().splitlines() if x.strip()]
         print(plot(lines, Path(args.plot)))
@@ -388,7 +534,8 @@ def main(argv=None) -> int:
         return 0
     for n in (int(x) for x in args.trials.split(",")):
         for sampler in args.samplers.split(","):
-            line = measure(sampler, n, args.backend, args.trial_s, args.objectives, args.keep)
+            line = measure(sampler, n, args.backend, args.trial_s, args.objectives, args.keep,
+                           args.concurrency, args.ray_cpus, args.real_imports)  # fmt: skip
             print(json.dumps(line), flush=True)
             if args.jsonl:
                 with open(args.jsonl, "a") as handle:

@@ -8,13 +8,22 @@ task = driver.begin(run)          # MLflow child run + params + resolved config;
 ... the worker trains (sweeps.run.worker.execute) ...
 driver.end(run, outcome)          # the probe's tokens_per_s joins the trial's metrics; MLflow
                                   # status/metrics/error, Optuna user attrs; values or None
+driver.flush()                    # after the last run, before the report reads MLflow
+
+MLflow requests that nothing waits on (a child's params and config, its final metrics and end)
+are made in order on one thread of their own: with Ray they were most of the Tune loop's time
+a trial (each request waits on SQLite's lock while trials write their metrics), which held up
+every slot's next trial (docs/bench/scale.md, "Dozens at once"). The run itself is created at
+once: the trial needs its id.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from sweeps.report.costs import OWN_SPEED
 from sweeps.run import resume
@@ -40,6 +49,31 @@ class Driver:
         evals = plan.study.evals  # its task folder absolute: a Ray trial has its own working directory
         self.evals = evals and dataclasses.replace(evals, include_path=include_path(evals))
         self.time_budget = TimeBudget(plan.study, probe) if plan.study.budget.time is not None else None
+        self.writes: ThreadPoolExecutor | None = None
+        self.pending: list[Future] = []
+
+    def __getstate__(self):  # Ray Tune pickles its searcher (and so this) with the Tuner
+        return {**self.__dict__, "writes": None, "pending": []}
+
+    def later(self, fn, *args, **kwargs) -> None:
+        """`fn(*args, **kwargs)` on the MLflow thread, after the requests handed to it before."""
+        if self.writes is None:
+            self.writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="satsweep-mlflow")
+        self.pending.append(self.writes.submit(fn, *args, **kwargs))
+        self.pending = [f for f in self.pending if not f.done() or f.exception() is not None]
+
+    def flush(self) -> None:
+        """Waits for every request handed to `later` and ends the thread (`exit_now` joins every
+        thread). One that failed leaves its run as it was (RUNNING runs are closed by the next
+        launch, `Tracker.close_orphans`): said, not raised."""
+        pending, self.pending = self.pending, []
+        if self.writes is not None:
+            self.writes.shutdown(wait=True)
+            self.writes = None
+        for future in pending:
+            err = future.exception()
+            if err is not None:
+                logging.getLogger(__name__).warning("an MLflow write of a trial failed: %s", err)
 
     def begin(self, run: RunSpec) -> TrialTask:
         config = self.plan.trial_config(run)
@@ -62,7 +96,7 @@ class Driver:
             shown = {**run.point, **run.overrides}  # a confirming run's tuned value is one of its params
             stage = {"sweep.stage": run.stage or "verdict"} if self.plan.study.tune is not None else {}
             run_id = self.tracker.start_child(
-                run.number, shown, run.seed, run.point_id, resolved, {**design, **stage}
+                run.number, shown, run.seed, run.point_id, resolved, {**design, **stage}, later=self.later
             )
             resume.forget(folder)  # checkpoints without their run: started afresh
             resume.remember(folder, run_id)
@@ -106,7 +140,7 @@ class Driver:
             RunRecord.write(run.trial, fail_reason=status, error=error[:2000])
         run_id = self.run_ids.pop(run.number)
         resume.forget(self.folders.pop(run.number, None))  # ended: nothing to resume
-        self.tracker.finish_child(run_id, status, outcome.metrics, error, wall_s=wall)
+        self.later(self.tracker.finish_child, run_id, status, dict(outcome.metrics), error, wall_s=wall)
         self.progress.total = self.plan.target  # adaptive seeds may have planned more runs
         self.progress.finished(run.number, run.point, status, outcome.metrics, wall, error, outcome.wall_s)
         return values
@@ -118,4 +152,4 @@ class Driver:
         self.folders.pop(run.number, None)  # kept: the next launch resumes from its checkpoints
         run_id = self.run_ids.pop(run.number, None)
         if run_id is not None:
-            self.tracker.finish_child(run_id, "interrupted", {}, f"interrupted: {reason}")
+            self.later(self.tracker.finish_child, run_id, "interrupted", {}, f"interrupted: {reason}")

@@ -200,6 +200,7 @@ def _run(resolved, fit, stream, launch_id, backend, cluster, probe, costs: dict)
         status = "FAILED"
         raise
     finally:
+        driver.flush()  # the children's last MLflow writes, before the report reads them
         reporting = time.time()
         summary = (
             report_fronts(study, plan.trials(), tracker=tracker, stream=stream, plan=resolved)

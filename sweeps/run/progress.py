@@ -42,7 +42,8 @@ class Progress:
         self.start = time.time()
         self.running: set[int] = set()
         self.counts = {"ok": 0, "failed": 0, "pruned": 0}
-        self.walls: list[float] = []
+        self.first_start: float | None = None
+        self.ended: list[float] = []  # when each trial of this launch ended
         self.best: tuple[float, int, str] | None = None
 
     def __getstate__(self):  # Ray Tune pickles its search algorithm (and so this) with the Tuner
@@ -53,6 +54,8 @@ class Progress:
 
     def started(self, number: int, point: Mapping, seed: int) -> None:
         self.running.add(number)
+        if self.first_start is None:
+            self.first_start = time.time()
         self.say(f"trial {number} started: {point_name(point)}, seed {seed}")
 
     def finished(
@@ -68,7 +71,7 @@ class Progress:
         self.running.discard(number)
         key = "ok" if status == "ok" else "pruned" if status == "pruned" else "failed"
         self.counts[key] += 1
-        self.walls.append(wall_s)
+        self.ended.append(time.time())
         shown = " ".join(f"{m}={fmt_value(metrics[m])}" for m, _ in self.objectives if m in metrics)
         if status == "ok" and self.objectives and self.objectives[0][0] in metrics:
             metric, direction = self.objectives[0]
@@ -80,13 +83,25 @@ class Progress:
         self.say(f"trial {number} {status} in {duration(wall_s)}{inner}: {detail}")
         self.say(self.summary())
 
+    def eta(self, left: int) -> float:
+        """Seconds until `left` more trials end, at the rate trials ended lately: the last
+        `2 x concurrency` (at least 10) ends over the time they took, or every end of this launch
+        over the time since its first trial started. Not the mean trial's wall over the
+        concurrency: that holds only while `concurrency` trials are always under way and their
+        walls stay alike. A first wave that waited for its worker processes holds the mean up
+        long after (those walls include the wait: 32 at once on 2 cores, minutes), and fewer
+        trials under way than the concurrency (a searcher waiting on results) make it too short."""
+        window = max(10, 2 * self.concurrency)
+        if len(self.ended) > window:
+            count, since = window, self.ended[-1 - window]
+        else:
+            count, since = len(self.ended), self.first_start or self.start
+        return left * max(self.ended[-1] - since, 0.0) / count
+
     def summary(self) -> str:
         done = self.done_before + sum(self.counts.values())
         left = max(0, self.total - done)
-        eta = ""
-        if self.walls and left:
-            per = sum(self.walls) / len(self.walls)
-            eta = f" | eta {duration(per * left / self.concurrency)}"
+        eta = f" | eta {duration(self.eta(left))}" if left and self.ended else ""
         best = ""
         if self.best is not None:
             metric, direction = self.objectives[0]

@@ -136,6 +136,10 @@ SEARCH_PAGE = 50_000  # the most runs one `search_runs` page returns (MLflow's l
 UI_DEFAULT = "http://127.0.0.1:5000"  # where `make mlflow-ui` serves a local SQLite store
 
 
+def _now(fn, *args, **kwargs):
+    return fn(*args, **kwargs)
+
+
 def ui_base(uri: str) -> str:
     """The MLflow UI's address for a tracking URI: the server itself, else `make mlflow-ui`'s."""
     return uri.rstrip("/") if uri.startswith(("http://", "https://")) else UI_DEFAULT
@@ -271,10 +275,18 @@ class Tracker:
 
     # --- children ---------------------------------------------------------------------------
     def start_child(
-        self, number: int, point: Mapping, seed: int, pid: str, resolved: Mapping, design: Mapping[str, str]
+        self,
+        number: int,
+        point: Mapping,
+        seed: int,
+        pid: str,
+        resolved: Mapping,
+        design: Mapping[str, str],
+        later=None,
     ) -> str:
         """A child run under the parent, named `<point name>/s<seed>`: `design` are the design's
-        descriptors (tags and params)."""
+        descriptors (tags and params). The run is created here; its params and config.yaml are
+        written by `later(fn, *args)` when given (sweeps.run.driver: off the Tune loop)."""
         tags = {
             "mlflow.runName": f"{point_name(point)}/s{seed}",
             "mlflow.parentRunId": self.parent_id,
@@ -291,9 +303,13 @@ class Tracker:
         run = self.client.create_run(self.experiment_id, tags=tags, run_name=tags["mlflow.runName"])
         run_id = run.info.run_id
         params = {**point, "seed": seed, **design}  # descriptors as params too: MLflow's charts read params
-        self.log_params(run_id, {k: v if isinstance(v, str) else json.dumps(v) for k, v in params.items()})
-        self.log_text(run_id, yaml.safe_dump(dict(resolved), sort_keys=False), "config.yaml")
+        params = {k: v if isinstance(v, str) else json.dumps(v) for k, v in params.items()}
+        (later or _now)(self.describe_child, run_id, params, yaml.safe_dump(dict(resolved), sort_keys=False))
         return run_id
+
+    def describe_child(self, run_id: str, params: Mapping[str, str], config_yaml: str) -> None:
+        self.log_params(run_id, params)
+        self.log_text(run_id, config_yaml, "config.yaml")
 
     def reopen_child(self, run_id: str, number: int, checkpoint: str) -> None:
         """A child run an earlier launch left (interrupted) continues under this launch's parent:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sweeps.run.plain_log import PlainTrialLogger
 from sweeps.study.sections import EvalsConfig
 from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
@@ -129,13 +130,28 @@ def report_callback(report: Report):
 
     class ReportOnValidation(pl.Callback):
         def on_validation_end(self, trainer, pl_module):
-            if trainer.sanity_checking:
-                return
-            metrics = scalar_metrics(trainer.callback_metrics)
-            if "val_loss" in metrics:
-                report(metrics)
+            report_validation(report, trainer)
 
     return ReportOnValidation()
+
+
+class ReportHook:
+    """`report_callback`'s work for a fit without Lightning, which calls `on_validation_end`
+    itself (the stand-in fits: tests.sweeps.fake_fit)."""
+
+    def __init__(self, report: Report):
+        self.report = report
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        report_validation(self.report, trainer)
+
+
+def report_validation(report: Report, trainer) -> None:
+    if trainer.sanity_checking:
+        return
+    metrics = scalar_metrics(trainer.callback_metrics)
+    if "val_loss" in metrics:
+        report(metrics)
 
 
 def cuda_available() -> bool:
@@ -172,18 +188,25 @@ def default_fit():
 
 
 def execute(task: TrialTask, report: Report | None = None, fit: Callable | None = None) -> Outcome:
-    from sweeps.run.trial_log import TrialLogger  # Lightning's logger: where the trial trains
-
+    """Runs `fit` (trainers.fit by default) on the task. A fit that trains without Lightning says
+    so (`fit.without_lightning = True`): it gets a logger and a report hook with the same methods
+    that do not import Lightning, which then stays out of the worker's process."""
     start = time.time()
     fit = fit or default_fit()
     config = task.config
-    logger = TrialLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
+    plain = getattr(fit, "without_lightning", False)
+    if plain:
+        logger = PlainTrialLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
+    else:
+        from sweeps.run.trial_log import TrialLogger  # Lightning's logger: where the trial trains
+
+        logger = TrialLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
     clock = Stopwatch()
     if config.train.workers == 1:  # spawned data-parallel workers pickle the logger: left plain
         for name in ("log_metrics", "log_hyperparams", "flush"):
             setattr(logger, name, clock.timed(getattr(logger, name)))
         report = clock.timed(report) if report is not None else None
-    callbacks = [report_callback(report)] if report is not None else []
+    callbacks = [(ReportHook if plain else report_callback)(report)] if report is not None else []
     weights = task.keep_checkpoint or task.evals is not None  # the harness scores the final weights' file
     folder = tempfile.TemporaryDirectory(prefix="satsweep-ckpt-") if weights else None
     checkpoint = Path(folder.name) / CHECKPOINT_NAME if folder else None

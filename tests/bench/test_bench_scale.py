@@ -4,9 +4,12 @@ points form a report, and the sampler meter runs (the launches themselves: `pyth
 import pytest
 import yaml
 
-from bench import scale
+from bench import scale, stamped_fit
 from sweeps.report.fronts import compute
+from sweeps.run.backends.ray.backend import RayBackend
 from sweeps.study import load_study
+from tests.factories import tiny_trial
+from trainers.config import TrialConfig
 
 
 @pytest.mark.parametrize("sampler", ["grid", "tpe", "nsga2", "random", "gp", "asha"])
@@ -30,3 +33,59 @@ def test_the_synthetic_search_reports_one_row_per_point():
 def test_the_sampler_meter_times_suggestions():
     line = scale.measure_sampler("random", 20, asks=2)
     assert line["trials"] == 20 and line["cpu_per_suggestion_s"] >= 0.0
+
+
+def test_ray_concurrency_splits_the_local_rays_cpus_over_the_slots(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text(
+        yaml.safe_dump(scale.study_tree(tmp_path, "tpe", 64, "ray", 2, concurrency=32, ray_cpus=2))
+    )
+    study = load_study(path)
+    assert study.max_concurrent == 32 and study.ray.num_cpus == 2
+    assert study.resources.cpus == pytest.approx(2 / 32)
+    assert RayBackend().concurrency(study) == 32  # the slots all fit on the Ray's 2 CPUs
+
+
+def test_a_local_bench_refuses_concurrency(capsys):
+    assert scale.main(["--concurrency", "4", "--trials", "2"]) == 2
+    assert "one trial at a time" in capsys.readouterr().err
+
+
+def stamps(*spans):
+    return [{"pid": 1, "start": s, "end": e, "cpu": 0.0, "process_cpu": 0.0} for s, e in spans]
+
+
+def test_slots_count_trials_at_once_over_the_run_and_its_steady_part():
+    # 2 slots; a ramp (the second trial starts 4 s late), then both busy until the last start at 10
+    ran = stamps((0, 4), (4, 8), (4, 6), (6, 10), (8, 12), (10, 12))
+    slots = stamped_fit.slots(ran, concurrency=2)
+    assert slots["max_at_once"] == 2
+    assert slots["busy_mean"] == pytest.approx(20 / 12)  # 20 trial-seconds over 12 s
+    assert slots["idle"] == pytest.approx(1 - 20 / 24)
+    assert slots["busy_steady"] == pytest.approx(2.0)  # from the 2nd start (4) to the last (10)
+    assert slots["idle_steady"] == pytest.approx(0.0)
+    # back to back in one slot of two: half idle, and one at a time at most
+    slots = stamped_fit.slots(stamps((0, 1), (1, 2), (2, 3)), concurrency=2)
+    assert slots["max_at_once"] == 1 and slots["idle"] == pytest.approx(0.5)
+    assert stamped_fit.slots([], 4)["max_at_once"] == 0
+
+
+def test_the_stamped_fit_writes_one_line_a_trial(tmp_path):
+    path = tmp_path / "stamps.jsonl"
+    config = TrialConfig.from_dict(tiny_trial())
+    for _ in range(2):
+        stamped_fit.fit(config, stamps=str(path), loggers=(), callbacks=())
+    lines = stamped_fit.read(path)
+    assert len(lines) == 2 and all(line["end"] >= line["start"] and line["cpu"] >= 0 for line in lines)
+
+
+def test_a_ray_launch_measures_its_slots(shared_ray):
+    """8 stand-in trials, 4 at once on a local Ray: every trial stamped, the slots counted."""
+    line = scale.measure("random", 8, "ray", 0.0, 2, keep=False, concurrency=4, ray_cpus=2)
+    assert line["exit"] == 0 and line["finished"] == 8 and line["concurrency"] == 4
+    assert 1 <= line["slots_max_at_once"] <= 4 and 0.0 < line["slots_busy_mean"] <= 4
+    assert 1 <= line["workers"] <= 4 and line["worker_start_cpu_s"] > 0
+    assert (
+        line["launcher_cpu_per_trial_s"] > 0
+        and line["ray_total_cpu_per_trial_s"] > line["launcher_cpu_per_trial_s"]
+    )

@@ -1,12 +1,16 @@
 """The trial's MLflow logger writes its metrics in batches: one request per `FLUSH_EVERY_S`, every
-metric in the store at the end, in the order and at the steps logged."""
+metric in the store at the end, in the order and at the steps logged; the same for the logger of a
+fit without Lightning (sweeps.run.plain_log)."""
 
 from __future__ import annotations
 
 import pytest
 
-from sweeps.run import trial_log
+from sweeps.run import plain_log
+from sweeps.run.plain_log import PlainTrialLogger
 from sweeps.run.trial_log import TrialLogger
+
+LOGGERS = [TrialLogger, PlainTrialLogger]
 
 
 @pytest.fixture
@@ -31,9 +35,10 @@ def _counting(logger):
     return calls
 
 
-def test_metrics_wait_for_one_request_and_all_reach_the_store(run):
+@pytest.mark.parametrize("kind", LOGGERS)
+def test_metrics_wait_for_one_request_and_all_reach_the_store(run, kind):
     uri, client, run_id = run
-    logger = TrialLogger(run_id=run_id, tracking_uri=uri)
+    logger = kind(run_id=run_id, tracking_uri=uri)
     calls = _counting(logger)
     for step in range(4):
         logger.log_metrics({"val_loss": 2.0 - step / 10, "tokens": 100.0 * step}, step=step)
@@ -45,14 +50,15 @@ def test_metrics_wait_for_one_request_and_all_reach_the_store(run):
     assert client.get_run(run_id).info.status == "RUNNING"  # the driver ends the run, not the logger
 
 
-def test_a_long_trial_writes_every_flush_interval(run, monkeypatch):
+@pytest.mark.parametrize("kind", LOGGERS)
+def test_a_long_trial_writes_every_flush_interval(run, monkeypatch, kind):
     uri, client, run_id = run
     now = [1000.0]
-    monkeypatch.setattr(trial_log.time, "monotonic", lambda: now[0])
-    logger = TrialLogger(run_id=run_id, tracking_uri=uri)
+    monkeypatch.setattr(plain_log.time, "monotonic", lambda: now[0])
+    logger = kind(run_id=run_id, tracking_uri=uri)
     calls = _counting(logger)
     logger.log_metrics({"train_loss": 3.0}, step=1)
-    now[0] += trial_log.FLUSH_EVERY_S
+    now[0] += plain_log.FLUSH_EVERY_S
     logger.log_metrics({"train_loss": 2.5}, step=2)  # the interval has passed: both written
     assert calls == [2]
     logger.log_metrics({"train_loss": 2.0}, step=3)

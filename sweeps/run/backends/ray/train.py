@@ -26,7 +26,6 @@ from pathlib import Path
 
 from sweeps.run.tracking import client
 from sweeps.run.worker import report_callback
-from trainers.checkpoint_files import latest_valid
 from trainers.distributed import COLLECTIVE_TIMEOUT
 from trainers.errors import TrainingDiverged
 from trainers.mlflow_names import CHECKPOINT_ARTIFACT, CHECKPOINT_FOLDER, CHECKPOINT_NAME
@@ -165,6 +164,9 @@ def train_worker(config: dict) -> dict | None:
 def tag_start_checkpoint(folder: str | None, tracking_uri: str, run_id: str) -> None:
     """The checkpoint the workers start from (a launch's resume, or Ray Train's restart of the
     worker group after a worker died), as the child run's tag `sweep.workers_resumed_from`."""
+    # torch: only a data-parallel trial gets here, and every trial's worker imports this module
+    from trainers.checkpoint_files import latest_valid
+
     latest = latest_valid(folder, log=lambda line: None) if folder else None
     if latest is not None:
         client(tracking_uri).set_tag(run_id, "sweep.workers_resumed_from", latest.name)
