@@ -1,6 +1,6 @@
 """Which tests share a pytest-xdist worker (`make test` runs `pytest -n 2 --dist loadgroup`).
 
-Every test that asks for `shared_ray` (tests/sweeps/conftest.py) goes to one worker, in one group:
+Every test that asks for `shared_ray` (below) goes to one worker, in one group:
 that worker starts Ray once for all of them, where two workers would each start a Ray of their
 own (a 2-core machine's worth of processes each). The group is the longest unit of work, so it is
 collected first: its worker starts on it at once while the other worker takes the rest (started
@@ -72,3 +72,26 @@ def pytest_runtest_protocol(item, nextitem):
         gc.freeze()
         _modules_at_freeze = len(sys.modules)
     return result
+
+
+# One local Ray for the in-process Ray launches (the sweeps and bench tests). A launch on the ray
+# backend starts Ray (`ray.init`: seconds, many more on a busy machine) and shuts it down at its
+# end. Tests that ask for `shared_ray` keep the Ray the first of them started (through the
+# launcher's own `connect`, so the start itself is still the launcher's); the next ones join it, as
+# a launch joins any Ray already running in its process. Ray is shut down once, after the last
+# test. Launches in subprocesses (the Ctrl-C and kill -9 tests) start and stop their own Ray.
+@pytest.fixture(scope="session")
+def _ray_after_the_last_test():
+    yield
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+@pytest.fixture
+def shared_ray(_ray_after_the_last_test, monkeypatch):
+    """While the test runs, the launcher's `ray.shutdown()` leaves Ray running for the next test."""
+    import ray
+
+    monkeypatch.setattr(ray, "shutdown", lambda *args, **kwargs: None)
