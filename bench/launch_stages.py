@@ -50,6 +50,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.launch_stages", description=__doc__.splitlines()[0])
     p.add_argument("--trials", type=int, default=4)
     p.add_argument("--tokens", type=int, default=102400)
+    p.add_argument("--keep-ray", action="store_true", help="ray.keep: join the kept Ray (or start it)")
     args = p.parse_args(argv)
     stamps: list = []
     for owner, name in ((RayBackend, "connect"), (Probe, "ensure"), (RayBackend, "run"),
@@ -60,7 +61,7 @@ def main(argv=None) -> int:
     trial = {**TRIAL, "train": {**TRIAL["train"], "tokens": args.tokens}}
     study = {"name": "launch_stages", "trial": trial, "repeats": args.trials, "max_concurrent": 1,
              "backend": "ray", "resources": {"cpus": 2},
-             "output": {"mlflow_uri": uri, "dir": str(folder)}}  # fmt: skip
+             "output": {"mlflow_uri": uri, "dir": str(folder)}, "ray": {"keep": args.keep_ray}}  # fmt: skip
     path = folder / "study.yaml"
     path.write_text(yaml.safe_dump(study))
     loaded = load_study(path)

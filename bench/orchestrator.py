@@ -45,6 +45,8 @@ from pathlib import Path
 
 import yaml
 
+from sweeps.run.backends.ray import kept
+
 TRIAL = {
     "seed": 0,
     "model": {"preset": "tiny"},
@@ -71,6 +73,12 @@ def parse_args(argv=None):
     p.add_argument("--tokens", type=int, default=400_000, help="training budget of one trial")
     p.add_argument("--backends", default="local,ray", help="launcher backends to measure")
     p.add_argument("--json", default=None)
+    p.add_argument(
+        "--keep-ray",
+        action="store_true",
+        help="backend ray with ray.keep: a first launch starts the kept Ray (reported apart as ray_first), "
+        "the measured one joins it; a record of its own ($SWEEPS_KEPT_RAY), stopped at the end",
+    )
     return p.parse_args(argv)
 
 
@@ -200,7 +208,7 @@ def per_trial_cost(parts: dict, slowest_direct_s: float) -> dict:
     }
 
 
-def run_launcher(trial: dict, n: int, backend: str, folder: Path) -> dict:
+def run_launcher(trial: dict, n: int, backend: str, folder: Path, keep_ray: bool = False) -> dict:
     study = {
         "name": f"overhead_{backend}",
         "trial": trial,
@@ -209,6 +217,7 @@ def run_launcher(trial: dict, n: int, backend: str, folder: Path) -> dict:
         "backend": backend,
         "resources": {"cpus": 2},
         "output": {"mlflow_uri": f"sqlite:///{folder}/mlflow.db", "dir": str(folder / "results")},
+        **({"ray": {"keep": True}} if keep_ray else {}),
     }
     path = folder / f"{backend}.yaml"
     path.write_text(yaml.safe_dump(study))
@@ -253,9 +262,19 @@ def main(argv=None) -> int:
         f"{direct['fixed']:.1f} s fixed)"
     )
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    for backend in backends:
-        with tempfile.TemporaryDirectory(prefix=f"bench-orch-{backend}-") as tmp:
-            results[backend] = run_launcher(trial, args.trials, backend, Path(tmp))
+    if args.keep_ray and "ray" in backends:  # the first launch starts the kept Ray, the next joins it
+        backends.insert(backends.index("ray"), "ray_first")
+    with tempfile.TemporaryDirectory(prefix="bench-orch-kept-") as record:
+        if args.keep_ray:
+            os.environ[kept.RECORD_ENV] = str(Path(record) / "kept-ray.json")
+        try:
+            for backend in backends:
+                with tempfile.TemporaryDirectory(prefix=f"bench-orch-{backend}-") as tmp:
+                    name = backend.removesuffix("_first")
+                    results[backend] = run_launcher(trial, args.trials, name, Path(tmp), args.keep_ray)
+        finally:
+            if args.keep_ray:
+                print(kept.stop())
     # The direct loop again: its two trial times bracket the drift over the launches, so a
     # launcher's training (fit_s) slower than both is a cost of the launcher, not the machine's
     after = results["direct_after"] = direct_loop(trial, n)

@@ -1,10 +1,12 @@
 """Which tests share a pytest-xdist worker (`make test` runs `pytest -n 2 --dist loadgroup`).
 
-Every test that asks for `shared_ray` (tests/sweeps/conftest.py) goes to one worker, in one group:
+Every test that asks for `shared_ray` (below) goes to one worker, in one group:
 that worker starts Ray once for all of them, where two workers would each start a Ray of their
 own (a 2-core machine's worth of processes each). The group is the longest unit of work, so it is
 collected first: its worker starts on it at once while the other worker takes the rest (started
-where its first test falls, it would run last, alone). Without xdist the group does nothing.
+where its first test falls, it would run last, alone). A module whose module-scoped fixture is
+costly (a training, an export) marks itself `xdist_group` too, so one worker builds it once instead
+of each worker building its own. Without xdist the groups do nothing.
 
 Also here: the modules tests import are frozen out of garbage collection (below).
 """
@@ -36,9 +38,19 @@ def pytest_collection_modifyitems(config, items):
         from _pytest.nodeid import NodeId
 
         for item in items:
-            if _on_ray(item) and not item.nodeid.endswith(f"@{RAY_GROUP}"):
-                item._id = NodeId.parse(f"{item.nodeid}@{RAY_GROUP}")
+            group = _group(item)
+            if group and not item.nodeid.endswith(f"@{group}"):
+                item._id = NodeId.parse(f"{item.nodeid}@{group}")
     return result
+
+
+def _group(item) -> str | None:
+    """The item's xdist group: the Ray tests', or a module's own `xdist_group` mark (a module whose
+    module-scoped fixture is costly keeps its tests on one worker, which builds the fixture once)."""
+    marker = item.get_closest_marker("xdist_group")
+    if marker is None:
+        return None
+    return marker.args[0] if marker.args else marker.kwargs.get("name")
 
 
 # Garbage collection: Optuna's `gc_after_trial` (backend local) and the step memory meter
@@ -60,3 +72,26 @@ def pytest_runtest_protocol(item, nextitem):
         gc.freeze()
         _modules_at_freeze = len(sys.modules)
     return result
+
+
+# One local Ray for the in-process Ray launches (the sweeps and bench tests). A launch on the ray
+# backend starts Ray (`ray.init`: seconds, many more on a busy machine) and shuts it down at its
+# end. Tests that ask for `shared_ray` keep the Ray the first of them started (through the
+# launcher's own `connect`, so the start itself is still the launcher's); the next ones join it, as
+# a launch joins any Ray already running in its process. Ray is shut down once, after the last
+# test. Launches in subprocesses (the Ctrl-C and kill -9 tests) start and stop their own Ray.
+@pytest.fixture(scope="session")
+def _ray_after_the_last_test():
+    yield
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+@pytest.fixture
+def shared_ray(_ray_after_the_last_test, monkeypatch):
+    """While the test runs, the launcher's `ray.shutdown()` leaves Ray running for the next test."""
+    import ray
+
+    monkeypatch.setattr(ray, "shutdown", lambda *args, **kwargs: None)

@@ -74,6 +74,13 @@ def save_costs(path: Path, entries: dict) -> None:
 
 # The trial's own clock (trainers.callbacks.Throughput), kept on its Optuna trial by the driver.
 OWN_SPEED = "train_tokens_per_s"
+# The clock of an entry made of its trials' own speeds (a one-architecture study, sweeps.run.probe).
+TRIALS_CLOCK = "trials"
+
+
+def speed_from_trials(entries: dict) -> bool:
+    """Whether the cache holds an entry of trials' own speeds rather than the probe's timings."""
+    return any(e.get("clock") == TRIALS_CLOCK for table in entries.values() for e in table.values())
 
 
 def probe_entry(entries: dict, cfg) -> dict | None:

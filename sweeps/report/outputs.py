@@ -77,6 +77,11 @@ def table_text(result: Mapping) -> str:
         if rounds
         else ""
     )
+    if rounds and result.get("speed_from_trials"):  # one architecture: no probe (sweeps.run.probe)
+        timed = (
+            f" ({', '.join(rounds)}: one architecture, so no probe: the median of its trials' own"
+            " train_tokens_per_s, order-statistic interval)"
+        )
     out.append(
         f"values: mean ± half-width of the 95% t interval over seeds{timed}; vs reference: the paired"
         " verdict per objective" + (f" ({verdicts_note(result)})" if result.get("verdicts") else "")

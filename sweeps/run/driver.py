@@ -125,7 +125,10 @@ class Driver:
         values = None
         status, error = outcome.status, outcome.error
         if self.probe is not None and outcome.metrics:
-            outcome.metrics.update(self.probe.metrics(self.plan.trial_config(run)))
+            config = self.plan.trial_config(run)
+            if status == "ok":  # a study whose speed is its trials' own (sweeps.run.probe)
+                self.probe.record(config, outcome.metrics)
+            outcome.metrics.update(self.probe.metrics(config))
         if status == "ok":
             values = self.plan.values(outcome.metrics)
             if values is None:

@@ -38,12 +38,13 @@ from sweeps.report.analysis import report_fronts
 from sweeps.report.history import log_history
 from sweeps.report.scaling.of_study import report_ladder
 from sweeps.run import backends
+from sweeps.run.backends.ray import kept
 from sweeps.run.driver import Driver
 from sweeps.run.dry_run import plan_text
 from sweeps.run.memory import memory_plan, table_lines
 from sweeps.run.plan import Plan
 from sweeps.run.preflight import preflight
-from sweeps.run.probe import Probe
+from sweeps.run.probe import Probe, speed_from_trials
 from sweeps.run.probe_device import resident_on_device
 from sweeps.run.progress import Progress
 from sweeps.run.tracking import Tracker, open_store, ui_hint, ui_links
@@ -59,14 +60,19 @@ EXIT_INTERRUPTED = 130  # Ctrl-C; the same command resumes
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m sweeps.launch", description=__doc__.split("\n\n")[0])
-    p.add_argument("study", help="a study YAML file")
+    p.add_argument("study", nargs="?", help="a study YAML file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
     p.add_argument("--dry-run", action="store_true", help="validate, print the trial plan, start nothing")
     p.add_argument("--print-config", action="store_true", help="print the resolved study and exit")
     p.add_argument("--backend", choices=tuple(backends.BACKENDS), help="same as --set backend=...")
     p.add_argument("--ray-address", help="join this Ray cluster (same as --set ray.address=...)")
     p.add_argument("--max-concurrent", type=int, help="same as --set max_concurrent=...")
-    return p.parse_args(argv)
+    p.add_argument("--keep-ray", action="store_true", help="keep the local Ray for later launches (ray.keep)")
+    p.add_argument("--stop-ray", action="store_true", help="end the kept local Ray (no study: only that)")
+    args = p.parse_args(argv)
+    if args.study is None and not args.stop_ray:
+        p.error("a study YAML file is required (or --stop-ray alone)")
+    return args
 
 
 def load(path, overrides=()) -> StudyPlan:
@@ -93,6 +99,8 @@ def overrides_of(args) -> list[str]:
         out.append(f"ray.address={args.ray_address}")
     if args.max_concurrent:
         out.append(f"max_concurrent={args.max_concurrent}")
+    if args.keep_ray:
+        out.append("ray.keep=true")
     return out
 
 
@@ -186,7 +194,9 @@ def _run(resolved, fit, stream, launch_id, backend, cluster, probe, costs: dict)
         )
     progress.say(f"{plan.remaining()} trial(s) to run, {n} at a time; MLflow parent run {tracker.parent_id}")
     if probe is None:
-        probe = Probe(study, functools.partial(backend.run_task, study), stream, resident_on_device(study))
+        run_task = functools.partial(backend.run_task, study)
+        # One architecture: no ratio to pair, so its speed is its trials' own (sweeps.run.probe)
+        probe = Probe(study, run_task, stream, resident_on_device(study), speed_from_trials(resolved))
     driver = Driver(plan, tracker, progress, probe)
     status, scaling = "FINISHED", []
     try:
@@ -255,6 +265,10 @@ def exit_now(code: int) -> NoReturn:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.stop_ray:  # before the study: a launch with both runs on a Ray of its own
+        print(kept.stop(), file=sys.stderr)
+        if args.study is None:
+            return 0
     try:
         plan = load(args.study, overrides_of(args))
     except ConfigError as err:

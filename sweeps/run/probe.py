@@ -23,6 +23,13 @@ baseline alone) has no ratio to pair: its probe times only the absolute speed. I
 trials run: in the launcher for backend local, as a Ray task with one trial's resources for
 backend ray (on the trial's kind of device).
 
+A study whose runs all share one architecture and that needs no speed before its runs
+(`speed_from_trials`) times nothing before its trials: with one design there is no ratio to pair,
+and the absolute speed alone cost seconds of every launch's fixed cost (docs/bench/launch_costs.md),
+where its trials measure it themselves over every training step. Its tokens_per_s is then the
+trials' own `train_tokens_per_s` (entry clock `trials`): the median over its completed trials, the
+interval theirs, recorded in the same cache as a probe's.
+
 A data-parallel trial (`resources.workers` k) is probed as one worker's step on its share of the
 batch, and `tokens_per_s` is k times that worker's: the compute a design costs at that scale,
 without the gradient all-reduce (the trial's own `train_tokens_per_s` includes it).
@@ -31,6 +38,7 @@ without the gradient all-reduce (the trial's own `train_tokens_per_s` includes i
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import shutil
@@ -41,7 +49,15 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from arch.configtree import ConfigError
-from sweeps.report.costs import costs_path, entry, load_costs, metric_values, save_costs
+from sweeps.report.costs import (
+    OWN_SPEED,
+    TRIALS_CLOCK,
+    costs_path,
+    entry,
+    load_costs,
+    metric_values,
+    save_costs,
+)
 from sweeps.run.probe_device import DoesNotFit, Guarded, refusal
 from sweeps.study.architecture import arch_key, architecture, tokens_per_step, train_of, without_split
 from sweeps.study.reference import baseline_of
@@ -117,8 +133,6 @@ def time_architectures(
 
 
 def _time_architectures(archs, rounds, steps, base_key, max_models, resident, trial_threads, device) -> dict:
-    import math
-
     if len(archs) == 1:  # the baseline alone: no ratio to pair, only its absolute speed to time
         samples = math.ceil(rounds * TRIAL_THREADS_SAMPLES_PER_ROUND)
         return _time_baseline_alone(archs[base_key], base_key, samples, steps, trial_threads, device)
@@ -165,6 +179,23 @@ def _time_baseline_alone(arch: dict, key: str, samples: int, steps: int, threads
         "machine": machine_key(threads),
         "kernels": kernels(),
     }
+
+
+def speed_from_trials(plan) -> bool:
+    """True when the study of `plan` (a StudyPlan) takes its tokens_per_s from its trials' own
+    clock instead of timing it first (see the module docstring): every run of its grid has the
+    same architecture. Not for `budget.time` (each run's tokens come from the speed, before the
+    run), data-parallel trials (the probe times one worker's compute, the trial's own clock
+    includes the all-reduce), or a sampled space (its architectures come with its trials)."""
+    study = plan.study
+    if study.budget.time is not None or study.resources.workers > 1 or study.sampler.kind != "grid":
+        return False
+    return len({arch_key(architecture(plan.config(run))) for run in plan.grid}) == 1
+
+
+def where_trials_run(num_threads: int | None) -> tuple[str, dict]:
+    """(`machine_key`, `trainers.machine.kernels`) of the machine this runs on."""
+    return machine_key(num_threads), kernels()
 
 
 def _device():
@@ -344,7 +375,10 @@ class Probe:
     runs, when a baseline config of the same global batch is among those ensured), and a probe
     step is one optimizer step (all its micro-batches), so the two cover the same tokens."""
 
-    def __init__(self, study, run_task: Callable | None = None, stream=None, resident: bool = False):
+    def __init__(
+        self, study, run_task: Callable | None = None, stream=None, resident: bool = False, from_trials=False
+    ):
+        self.from_trials = from_trials  # `speed_from_trials`: `record` takes each trial's own speed
         self.path = costs_path(study)
         self.rounds, self.steps = study.probe.rounds, study.probe.steps
         self.max_models = study.probe.max_models
@@ -352,6 +386,7 @@ class Probe:
         self.run_task = run_task or (lambda fn, *args: fn(*args))
         self.stream = stream
         self.machine = None
+        self.kernels: dict | None = None
         self.entries = load_costs(self.path)
         self.seconds = 0.0
         self.baselines: dict[str, dict] = {}  # split-free key -> the baseline trial's own architecture
@@ -369,6 +404,8 @@ class Probe:
         return self.baselines.get(arch_key(without_split(base)), base)
 
     def ensure(self, configs: Iterable) -> None:
+        if self.from_trials:  # nothing to time before the trials (`record`)
+            return
         configs = list(configs)
         archs = [architecture(cfg) for cfg in configs]
         for arch in archs:
@@ -424,6 +461,27 @@ class Probe:
             )
             took = f"{time.time() - start:.0f}s"
             print(f"cost probe: {timed}, {took} ({self.path})", file=self.stream, flush=True)
+
+    def record(self, cfg, metrics: dict) -> None:
+        """A completed trial's own speed (`train_tokens_per_s` in its `metrics`) joins its
+        architecture's entry, for a study whose speed comes from its trials (`from_trials`); an
+        entry a probe timed (a study probed by an earlier launch) is kept as it is."""
+        own = metrics.get(OWN_SPEED)
+        if not self.from_trials or own is None or not math.isfinite(own) or own <= 0:
+            return
+        if self.machine is None:  # where trials run (for backend ray on a cluster: a Ray task, once)
+            self.machine, self.kernels = self.run_task(where_trials_run, cfg.train.num_threads)
+        arch = architecture(cfg)
+        key = arch_key(arch)
+        table = self.entries.setdefault(self.machine, {})
+        found = table.get(key)
+        if found is not None and found.get("clock") != TRIALS_CLOCK:
+            return
+        speeds = [*(found or {}).get("baseline_tokens_per_s_samples", []), own]
+        seconds = [tokens_per_step(arch) / v for v in speeds]
+        table[key] = entry(arch, seconds, seconds, statistics.median(speeds), TRIALS_CLOCK)
+        table[key].update(baseline_tokens_per_s_samples=speeds, kernels=self.kernels)
+        save_costs(self.path, self.entries)
 
     def metrics(self, cfg) -> dict[str, float]:
         entry = self._cached(arch_key(architecture(cfg)))

@@ -25,6 +25,8 @@ def study_issues(study) -> list[Issue]:
     issues = _name_and_objectives(study, metrics)
     if study.ray.address is not None and (study.ray.num_cpus is not None or study.ray.num_gpus is not None):
         issues.append(Issue("ray.num_cpus", "applies only to a local Ray (ray.address: null)"))
+    if study.ray.address is not None and study.ray.keep:
+        issues.append(Issue("ray.keep", "applies only to a local Ray (ray.address: null)"))
     issues += _hypervolume(study)
     if study.output.system_metrics == "on" and study.resources.gpus == 0:
         issues.append(

@@ -173,6 +173,10 @@ class RayConfig:
     # nothing a trial measures depends on a fresh process. A shared study never reuses
     # (sweeps.run.backends.ray.backend).
     reuse_actors: bool = True
+    # Local Ray only: keep the local Ray running after the launch for the next ones, which join it
+    # (its start is most of a launch's fixed cost); `python -m sweeps.launch --stop-ray` ends it
+    # (sweeps.run.backends.ray.kept).
+    keep: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

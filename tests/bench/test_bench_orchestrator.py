@@ -88,7 +88,7 @@ def test_main_writes_every_backends_costs_and_the_drift_bracket(tmp_path, monkey
     ]
     launched = []
 
-    def run_launcher(trial, n, backend, folder):
+    def run_launcher(trial, n, backend, folder, keep_ray=False):
         launched.append((trial["train"]["tokens"], n, backend))
         return {"wall": 30.0, **orchestrator.split_costs(30.0, 100.0, runs), "background_cpu_s": 0.0}
 

@@ -16,6 +16,8 @@ from trainers.fit import fit  # noqa: E402
 from trainers.mlflow_names import CHECKPOINT_FOLDER  # noqa: E402
 from trainers.trained import load_trial  # noqa: E402
 
+pytestmark = pytest.mark.xdist_group("evals-cli")  # one worker builds the fixture (conftest)
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):

@@ -81,6 +81,9 @@ class FakeProbe:
     def ensure(self, configs) -> None:
         list(configs)
 
+    def record(self, config, metrics) -> None:
+        pass
+
     def metrics(self, config) -> dict[str, float]:
         fast = config.model.residual.kind == "none"
         return {"tokens_per_s": 1000.0 if fast else 900.0, "tokens_per_s_ratio": 1.0 if fast else 0.9}

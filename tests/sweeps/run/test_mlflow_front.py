@@ -27,6 +27,9 @@ DESIGNS = {
 }
 
 
+pytestmark = pytest.mark.xdist_group("mlflow-front")  # one worker builds the fixture (conftest)
+
+
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
     folder = tmp_path_factory.mktemp("front")

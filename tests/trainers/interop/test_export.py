@@ -15,6 +15,8 @@ from tests.trainers.interop.fresh_process import run_fresh  # noqa: E402
 from trainers.interop.export import write_export  # noqa: E402
 
 NEW_TOKENS = 6
+pytestmark = pytest.mark.xdist_group("export")  # one worker builds the fixture (conftest)
+
 PROMPTS = (9, 3)  # prompt lengths: the shorter is left-padded
 
 

@@ -6,6 +6,7 @@ seeded runs are bit-identical in a fresh or a reused one); `run_task` runs one f
 trial's resources (the cost probe); `disconnect()`. The parts live beside it:
 
     head        the local Ray's head without the daemons that do no work for a launch
+    kept        a local Ray kept between launches (`ray.keep`), recorded, joined, stopped
     processes   the local Ray a launch started, and ending what a dead launch left
     searcher    PlanSearcher: claims runs from the Plan, records outcomes, tells Optuna
     trainable   the worker side of one trial (tags its node, trains, reports)
@@ -20,12 +21,14 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 
 import sweeps
 from arch.configtree import ConfigError
 from sweeps.run.backends.base import Backend
+from sweeps.run.backends.ray import kept
 from sweeps.run.backends.ray.head import bare_head
 from sweeps.run.backends.ray.processes import RAY_PROCESSES, end_leftovers, remember_processes
 from sweeps.run.backends.ray.searcher import searcher_class
@@ -34,11 +37,16 @@ from sweeps.run.resources import resource_issues
 from sweeps.run.storage import Heartbeats
 
 
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 class RayBackend(Backend):
     """Ray Tune trials on a local Ray started here or on a cluster (`ray.address`)."""
 
     name = "ray"
     schedulers = ("none", "asha")
+    joined: kept.KeptRay | None = None  # the kept Ray this launch joined (`ray.keep`)
 
     def checks_machine(self, study) -> bool:
         return study.ray.address is None  # a cluster is checked once joined (connect)
@@ -83,6 +91,8 @@ class RayBackend(Backend):
             kwargs["_system_config"] = {"prestart_worker_first_driver": False}
         else:
             kwargs["address"] = study.ray.address
+        if not ray.is_initialized() and study.ray.address is None and study.ray.keep:
+            self.joined = self._join_kept(study, kwargs)
         if not ray.is_initialized() and study.ray.address is None:  # a local Ray, started here
             end_leftovers(study.results_dir() / RAY_PROCESSES)
             with bare_head():
@@ -98,10 +108,25 @@ class RayBackend(Backend):
             raise ConfigError(issues)
         return cpus, gpus
 
+    def _join_kept(self, study, kwargs: dict) -> kept.KeptRay | None:
+        """Joins the kept Ray (`ray.keep`; started by this launch when there is none), or None when
+        the one running does not fit this launch (said; a Ray of its own starts instead)."""
+        import ray
+
+        want = kept.wanted(study.ray.num_cpus, study.ray.num_gpus)
+        found = kept.join_or_start(want, kwargs.get("_temp_dir"), say)
+        if found is not None:
+            ray.init(address=found.address, log_to_driver=False, logging_level=logging.WARNING,
+                     configure_logging=True)  # fmt: skip
+        return found
+
     def disconnect(self) -> None:
         import ray
 
-        ray.shutdown()
+        ray.shutdown()  # a kept Ray: this driver leaves it, its processes stay
+        if self.joined is not None:
+            say(f"the kept {self.joined.describe()} stays up for the next launch; `{kept.STOP_HINT}` ends it")
+            self.joined = None
 
     def run_task(self, study, fn, *args):
         """`fn(*args)` where a trial would run (the cost probe: on a trial's device): a Ray task with

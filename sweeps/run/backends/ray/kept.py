@@ -1,0 +1,246 @@
+"""A local Ray kept between launches (`ray: {keep: true}` or `--keep-ray`), said and owned.
+
+Ray's start is the largest part of a launch's fixed cost on a small machine (~6.5 s on 2 cores,
+docs/bench/launch_costs.md). With `keep`, the first launch starts a local head that outlives it
+(in a process of its own session, so Ctrl-C of the launcher does not reach it) and records it in
+`$SWEEPS_KEPT_RAY` (default ~/.cache/sweeps/kept-ray.json): its address, its processes (pid and
+start time), CPUs, GPUs, session folder, Ray's version, the Python and the project checkout its
+workers import. The next launch with `keep` joins it when it matches (the same CPUs, GPUs, Ray,
+Python and checkout: workers take their environment from the Ray that starts them), else says why
+and starts a Ray of its own for that launch. `python -m sweeps.launch --stop-ray` ends the recorded
+processes (and what they started), nothing else; a record whose processes died is removed.
+
+The head is started as the launcher's own (`head.bare_head`: no autoscaler monitor, log monitor or
+dashboard API server), in a working folder that outlives any launch: its workers inherit it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from sweeps.run.backends.ray.head import bare_head
+
+RECORD_ENV = "SWEEPS_KEPT_RAY"
+STOP_HINT = "python -m sweeps.launch --stop-ray"
+START_TIMEOUT_S = 120
+
+
+def record_path() -> Path:
+    return Path(os.environ.get(RECORD_ENV) or Path.home() / ".cache" / "sweeps" / "kept-ray.json")
+
+
+@dataclasses.dataclass(frozen=True)
+class KeptRay:
+    address: str  # the GCS address a driver joins
+    processes: dict[str, float]  # pid -> its start time (a reused pid is not ours)
+    num_cpus: int
+    num_gpus: int
+    session_dir: str
+    ray_version: str
+    python: str
+    project: str  # the checkout the workers import (PYTHONPATH's first entry at the start)
+    started: float
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=1)
+
+    def describe(self) -> str:
+        pids = ", ".join(sorted(self.processes, key=int)[:3])
+        return f"Ray at {self.address} ({self.num_cpus} CPUs, pids {pids}, ...; session {self.session_dir})"
+
+
+def wanted(num_cpus: int | None, num_gpus: int | None) -> dict:
+    """What a launch needs of a kept Ray (the fields `mismatch` compares)."""
+    import ray
+
+    return {
+        "num_cpus": num_cpus or os.cpu_count() or 1,
+        "num_gpus": num_gpus if num_gpus is not None else _gpus_here(),
+        "ray_version": ray.__version__,
+        "python": sys.executable,
+        "project": project_root(),
+    }
+
+
+def _gpus_here() -> int:
+    """The GPUs Ray would find here (num_gpus: null), without importing torch."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip()])
+    return len(list(Path("/dev").glob("nvidia[0-9]*")))
+
+
+def project_root() -> str:
+    return os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
+
+
+def mismatch(kept: KeptRay, want: dict) -> list[str]:
+    """What differs between the kept Ray and what this launch needs, in words ([] = it matches)."""
+    return [f"{k} {want[k]} here, {getattr(kept, k)} kept" for k in want if getattr(kept, k) != want[k]]
+
+
+def read(path: Path | None = None) -> KeptRay | None:
+    try:
+        data = json.loads((path or record_path()).read_text())
+        return KeptRay(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _ours(pid: str, started: float) -> psutil.Process | None:
+    """The recorded process when it still runs (the same pid and start time), else None."""
+    try:
+        proc = psutil.Process(int(pid))
+        same = abs(proc.create_time() - started) < 1e-2 and proc.status() != psutil.STATUS_ZOMBIE
+        return proc if same else None
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return None
+
+
+def alive(kept: KeptRay) -> bool:
+    """Every recorded process runs and the session folder is there (Ray's GCS and raylet among them)."""
+    return Path(kept.session_dir).is_dir() and all(_ours(p, t) for p, t in kept.processes.items())
+
+
+def stop(path: Path | None = None, grace_s: float = 5.0) -> str:
+    """Ends the recorded processes and what they started (workers, agents), removes the record;
+    returns what it did, in words."""
+    path = path or record_path()
+    kept = read(path)
+    if kept is None:
+        path.unlink(missing_ok=True)
+        return f"no kept Ray recorded ({path})"
+    procs = [p for p in (_ours(pid, t) for pid, t in kept.processes.items()) if p is not None]
+    family = {p.pid: p for p in procs}
+    for proc in procs:
+        try:
+            family.update((c.pid, c) for c in proc.children(recursive=True))
+        except psutil.NoSuchProcess:
+            continue
+    for proc in family.values():
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            continue
+    _, left = psutil.wait_procs(list(family.values()), timeout=grace_s)
+    for proc in left:  # Ray's agents ignore SIGTERM for a while
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            continue
+    path.unlink(missing_ok=True)
+    return f"stopped the kept {kept.describe()}: {len(family)} process(es)"
+
+
+def clean_stale(path: Path | None = None) -> KeptRay | None:
+    """The record when its Ray runs; a record whose processes died is removed (with whatever of
+    them is left), and None returned."""
+    path = path or record_path()
+    kept = read(path)
+    if kept is None:
+        return None
+    if alive(kept):
+        return kept
+    stop(path, grace_s=1.0)
+    return None
+
+
+class _RecordLock:
+    """One launch at a time starts or judges the kept Ray (two launches at once: one head)."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.handle = open(path.with_suffix(".lock"), "a")  # noqa: SIM115 (held for the block)
+
+    def __enter__(self):
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+
+
+def join_or_start(want: dict, temp_dir: str | None, say) -> KeptRay | None:
+    """The kept Ray this launch joins: the recorded one when it runs and matches `want`, else a new
+    one started for this and later launches; None (after saying why) when a running one does not
+    match: the caller starts a Ray of its own, as without `keep`."""
+    path = record_path()
+    with _RecordLock(path):
+        kept = clean_stale(path)
+        if kept is not None:
+            if differs := mismatch(kept, want):
+                say(f"the kept Ray does not fit this launch ({'; '.join(differs)}): this launch starts "
+                    f"its own Ray; `{STOP_HINT}` ends the kept one")  # fmt: skip
+                return None
+            say(f"joining the kept {kept.describe()}; `{STOP_HINT}` ends it")
+            return kept
+        kept = start(want, temp_dir, path)
+        say(f"started a kept {kept.describe()} for this and later launches (record {path}); "
+            f"`{STOP_HINT}` ends it")  # fmt: skip
+        return kept
+
+
+def start(want: dict, temp_dir: str | None, path: Path) -> KeptRay:
+    """Starts the head in a process of its own session (this module's `main`), which records it
+    in `path` and exits; the head's processes outlive it and the launch."""
+    args = json.dumps({**want, "temp_dir": temp_dir})
+    cmd = [sys.executable, "-m", "sweeps.run.backends.ray.kept", str(path), args]
+    log = path.with_suffix(".log")
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    with open(log, "w") as out:
+        proc = subprocess.run(cmd, stdout=out, stderr=out, cwd=path.parent, env=env,
+                              start_new_session=True, timeout=START_TIMEOUT_S)  # fmt: skip
+    kept = read(path)
+    if proc.returncode != 0 or kept is None:
+        tail = log.read_text()[-3000:]
+        raise RuntimeError(f"could not start the kept Ray (exit {proc.returncode}):\n{tail}")
+    return kept
+
+
+def main() -> None:
+    """The kept head's start: a head node as `ray start --head` makes one (its processes are not
+    ended with this one), without the launcher's idle daemons, recorded in `sys.argv[1]`."""
+    import ray
+    import ray._private.node as node_module
+    from ray._private.parameter import RayParams
+
+    path, want = Path(sys.argv[1]), json.loads(sys.argv[2])
+    params = RayParams(
+        num_cpus=want["num_cpus"],
+        num_gpus=want["num_gpus"],
+        include_dashboard=False,
+        temp_dir=want["temp_dir"],
+        # as the launcher's own local Ray (backend.py): trials start their own workers
+        _system_config={"prestart_worker_first_driver": False},
+    )
+    with bare_head():
+        node = node_module.Node(params, head=True, shutdown_at_exit=False, spawn_reaper=False)
+    procs = psutil.Process().children(recursive=True)
+    kept = KeptRay(
+        address=node.address,
+        processes={str(p.pid): p.create_time() for p in procs},
+        num_cpus=want["num_cpus"],
+        num_gpus=want["num_gpus"],
+        session_dir=node.get_session_dir_path(),
+        ray_version=ray.__version__,
+        python=want["python"],
+        project=want["project"],
+        started=time.time(),
+    )
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(kept.to_json())
+    tmp.replace(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""A local Ray kept between launches (sweeps.run.backends.ray.kept): its record, when a launch joins
+it, a stale record, `--stop-ray`; and, in the Ray group, two launches that share one."""
+
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from arch.configtree import ConfigError
+from sweeps.run.backends.ray import kept
+from sweeps.run.launch import main, parse_args
+from sweeps.study import load_study
+from tests.sweeps.helpers import write_study
+
+
+def sleeper(*args) -> subprocess.Popen:
+    """A process that stands in for one of Ray's (a shell with a child, for `args == ("family",)`)."""
+    cmd = ["sh", "-c", "sleep 60 & wait"] if args == ("family",) else ["sleep", "60"]
+    return subprocess.Popen(cmd)
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE  # ended, not yet reaped
+    except psutil.NoSuchProcess:
+        return True
+
+
+def record(tmp_path, procs, **fields) -> kept.KeptRay:
+    session = tmp_path / "session"
+    session.mkdir(exist_ok=True)
+    rec = kept.KeptRay(
+        address="127.0.0.1:1",
+        processes={str(p.pid): psutil.Process(p.pid).create_time() for p in procs},
+        num_cpus=2,
+        num_gpus=0,
+        session_dir=str(session),
+        ray_version="2.60.0",
+        python=sys.executable,
+        project="/checkout",
+        started=time.time(),
+        **fields,
+    )
+    kept.record_path().write_text(rec.to_json())
+    return rec
+
+
+def want(**changes) -> dict:
+    return {"num_cpus": 2, "num_gpus": 0, "ray_version": "2.60.0", "python": sys.executable,
+            "project": "/checkout", **changes}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def own_record(tmp_path, monkeypatch):
+    monkeypatch.setenv(kept.RECORD_ENV, str(tmp_path / "kept-ray.json"))
+
+
+@pytest.fixture
+def procs():
+    started = []
+    yield started
+    for p in started:
+        p.kill()
+        p.wait()
+
+
+def test_a_live_matching_record_is_joined_and_a_different_one_is_named_and_left(tmp_path, procs):
+    procs.append(sleeper())
+    rec = record(tmp_path, procs)
+    assert kept.read() == rec and kept.alive(rec)
+    said = []
+    assert kept.join_or_start(want(), None, said.append) == rec
+    assert "joining the kept Ray at 127.0.0.1:1" in said[-1] and kept.STOP_HINT in said[-1]
+    assert kept.mismatch(rec, want(num_cpus=4, project="/other")) == [
+        "num_cpus 4 here, 2 kept", "project /other here, /checkout kept"]  # fmt: skip
+    assert kept.join_or_start(want(num_cpus=4), None, said.append) is None  # this launch: its own Ray
+    assert "does not fit this launch (num_cpus 4 here, 2 kept)" in said[-1]
+    assert procs[0].poll() is None and kept.read() == rec  # the kept one is left as it is
+
+
+def test_no_record_starts_one(tmp_path, monkeypatch):
+    started = []
+
+    def fake_start(wanted, temp_dir, path):
+        started.append((wanted, temp_dir, path))
+        return dataclasses.replace(record(tmp_path, []), address="127.0.0.1:2")
+
+    monkeypatch.setattr(kept, "start", fake_start)
+    kept.record_path().unlink(missing_ok=True)
+    said = []
+    assert kept.join_or_start(want(), "/tmp/t", said.append).address == "127.0.0.1:2"
+    assert started == [(want(), "/tmp/t", kept.record_path())]
+    assert "started a kept Ray" in said[0] and "for this and later launches" in said[0]
+
+
+def test_a_stale_record_is_removed_with_what_is_left_of_it(tmp_path, procs):
+    procs += [sleeper(), sleeper()]
+    rec = record(tmp_path, procs)
+    procs[0].kill()
+    procs[0].wait()
+    assert not kept.alive(rec)
+    assert kept.clean_stale() is None
+    assert not kept.record_path().exists()
+    assert procs[1].wait(10) is not None  # the recorded process still running was ended
+    # a session folder removed (a temporary folder's Ray) is stale too
+    procs.append(sleeper())
+    rec = record(tmp_path, procs[2:])
+    (tmp_path / "session").rmdir()
+    assert not kept.alive(rec)
+
+
+def test_stop_ends_the_recorded_processes_and_their_children_and_nothing_else(tmp_path, procs):
+    procs += [sleeper("family"), sleeper(), sleeper()]
+    family, recorded, other = procs
+    time.sleep(0.2)  # the shell starts its child
+    child = psutil.Process(family.pid).children()[0]
+    record(tmp_path, [family, recorded])
+    assert "3 process(es)" in kept.stop()  # the shell, its child and the sleeper
+    assert family.wait(10) is not None and recorded.wait(10) is not None
+    assert gone(child.pid)
+    assert other.poll() is None and not kept.record_path().exists()
+
+
+def test_a_reused_pid_is_not_ours(tmp_path, procs):
+    procs.append(sleeper())
+    rec = record(tmp_path, procs)
+    moved = dataclasses.replace(rec, processes={str(procs[0].pid): rec.processes[str(procs[0].pid)] - 100})
+    kept.record_path().write_text(moved.to_json())
+    kept.stop()
+    assert procs[0].poll() is None  # another process under a recorded pid is left alone
+
+
+def test_stop_ray_alone_needs_no_study(tmp_path, procs, capsys):
+    procs.append(sleeper())
+    record(tmp_path, procs)
+    assert main(["--stop-ray"]) == 0
+    assert procs[0].wait(10) is not None
+    assert "stopped the kept Ray at 127.0.0.1:1" in capsys.readouterr().err
+    assert main(["--stop-ray"]) == 0
+    assert "no kept Ray recorded" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args([])
+
+
+def test_keep_is_for_a_local_ray_only(tmp_path):
+    with pytest.raises(ConfigError, match="ray.keep"):
+        load_study(write_study(tmp_path, backend="ray", ray={"address": "auto", "keep": True}))
+
+
+def test_two_launches_share_one_kept_ray_and_stop_ray_ends_it(tmp_path, shared_ray):
+    """Launches in subprocesses (a kept Ray outlives its launcher); in the Ray group, not beside it."""
+    keep = {"space": {}, "repeats": 1, "backend": "ray", "ray": {"num_cpus": 2, "keep": True}}
+    path = write_study(tmp_path, **keep)
+    env = {**os.environ, kept.RECORD_ENV: str(tmp_path / "kept-ray.json"), "RAY_AUTH_MODE": "disabled"}
+    launch = [sys.executable, "-m", "tests.sweeps.fake_launch"]
+    first = subprocess.run([*launch, str(path)], env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    rec = kept.read(tmp_path / "kept-ray.json")
+    assert f"started a kept Ray at {rec.address}" in first.stderr and kept.alive(rec)
+    assert "stays up for the next launch" in first.stderr
+    (tmp_path / "other").mkdir()
+    other = write_study(
+        tmp_path / "other", space={}, repeats=1, backend="ray", ray={"num_cpus": 2, "keep": True}
+    )
+    second = subprocess.run([*launch, str(other)], env=env, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert f"joining the kept Ray at {rec.address}" in second.stderr
+    stop = subprocess.run([sys.executable, "-m", "sweeps.launch", "--stop-ray"], env=env, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert stop.returncode == 0 and "stopped the kept Ray" in stop.stderr
+    assert all(gone(int(pid)) for pid in rec.processes)
