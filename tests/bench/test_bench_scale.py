@@ -77,3 +77,16 @@ def test_the_stamped_fit_writes_one_line_a_trial(tmp_path):
         stamped_fit.fit(config, stamps=str(path), loggers=(), callbacks=())
     lines = stamped_fit.read(path)
     assert len(lines) == 2 and all(line["end"] >= line["start"] and line["cpu"] >= 0 for line in lines)
+
+
+def test_a_ray_launch_measures_its_slots(shared_ray):
+    """8 stand-in trials, 4 at once on a local Ray: every trial stamped, the slots counted."""
+    line = scale.measure("random", 8, "ray", 0.0, 2, keep=False, concurrency=4, ray_cpus=2)
+    assert line["exit"] == 0 and line["finished"] == 8 and line["concurrency"] == 4
+    assert 1 <= line["slots_max_at_once"] <= 4 and 0.0 < line["slots_busy_mean"] <= 4
+    assert 0.0 < line["slots_busy_phase"] <= line["slots_busy_mean"]  # the wait for workers: idle
+    assert 1 <= line["workers"] <= 4 and line["worker_start_cpu_s"] > 0
+    assert (
+        line["launcher_cpu_per_trial_s"] > 0
+        and line["ray_total_cpu_per_trial_s"] > line["launcher_cpu_per_trial_s"]
+    )
