@@ -77,6 +77,10 @@ def test_a_live_matching_record_is_joined_and_a_different_one_is_named_and_left(
     assert "joining the kept Ray at 127.0.0.1:1" in said[-1] and kept.STOP_HINT in said[-1]
     assert kept.mismatch(rec, want(num_cpus=4, project="/other")) == [
         "num_cpus 4 here, 2 kept", "project /other here, /checkout kept"]  # fmt: skip
+    # workers read the environment of the launch that started the kept Ray, not the joining one's
+    assert kept.mismatch(rec, want(env={"OMP_NUM_THREADS": "1"})) == [
+        "environment variables OMP_NUM_THREADS differ"
+    ]
     assert kept.join_or_start(want(num_cpus=4), None, said.append) is None  # this launch: its own Ray
     assert "does not fit this launch (num_cpus 4 here, 2 kept)" in said[-1]
     assert procs[0].poll() is None and kept.read() == rec  # the kept one is left as it is
