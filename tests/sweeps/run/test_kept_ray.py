@@ -157,8 +157,7 @@ def test_keep_is_for_a_local_ray_only(tmp_path):
 
 def test_two_launches_share_one_kept_ray_and_stop_ray_ends_it(tmp_path, shared_ray):
     """Launches in subprocesses (a kept Ray outlives its launcher); in the Ray group, not beside it."""
-    keep = {"space": {}, "repeats": 1, "backend": "ray", "ray": {"num_cpus": 2, "keep": True}}
-    path = write_study(tmp_path, **keep)
+    path = write_study(tmp_path, space={}, repeats=1, backend="ray", ray={"num_cpus": 2, "keep": True})
     env = {**os.environ, kept.RECORD_ENV: str(tmp_path / "kept-ray.json"), "RAY_AUTH_MODE": "disabled"}
     launch = [sys.executable, "-m", "tests.sweeps.fake_launch"]
     first = subprocess.run([*launch, str(path)], env=env, capture_output=True, text=True, timeout=300)
@@ -166,11 +165,8 @@ def test_two_launches_share_one_kept_ray_and_stop_ray_ends_it(tmp_path, shared_r
     rec = kept.read(tmp_path / "kept-ray.json")
     assert f"started a kept Ray at {rec.address}" in first.stderr and kept.alive(rec)
     assert "stays up for the next launch" in first.stderr
-    (tmp_path / "other").mkdir()
-    other = write_study(
-        tmp_path / "other", space={}, repeats=1, backend="ray", ray={"num_cpus": 2, "keep": True}
-    )
-    second = subprocess.run([*launch, str(other)], env=env, capture_output=True, text=True, timeout=300)
+    # the same study again (done: nothing to run, a short launch) joins the same Ray
+    second = subprocess.run([*launch, str(path)], env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr[-3000:]
     assert f"joining the kept Ray at {rec.address}" in second.stderr
     stop = subprocess.run([sys.executable, "-m", "sweeps.launch", "--stop-ray"], env=env, capture_output=True,
