@@ -124,12 +124,13 @@ class TreeCPU:
     """CPU seconds of a process and its descendants, sampled every SAMPLE_S by a thread:
     [(time, {pid: user + system seconds})]. A process that exits keeps its last reading."""
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, others: tuple[int, ...] = ()):
         import threading
 
         import psutil
 
         self.root = psutil.Process(pid)
+        self.others = [psutil.Process(p) for p in others if psutil.pid_exists(p)]  # a kept Ray's
         self.samples: list[tuple[float, dict[int, float]]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -144,6 +145,11 @@ class TreeCPU:
                 procs = [self.root, *self.root.children(recursive=True)]
             except psutil.Error:
                 break
+            for other in self.others:
+                try:
+                    procs += [other, *other.children(recursive=True)]
+                except psutil.Error:
+                    continue
             for proc in procs:
                 try:
                     t = proc.cpu_times()
@@ -225,7 +231,8 @@ def run_launcher(trial: dict, n: int, backend: str, folder: Path, keep_ray: bool
     with open(folder / "out.txt", "w+") as out:
         cmd = [sys.executable, "-m", "sweeps.launch", str(path)]
         proc = subprocess.Popen(cmd, stdout=out, stderr=out, cwd=folder)
-        tree = TreeCPU(proc.pid)
+        record = kept.read()  # a kept Ray this launch joins: its processes (and workers) count too
+        tree = TreeCPU(proc.pid, tuple(int(p) for p in record.processes) if record else ())
         code = proc.wait()
         wall = time.time() - t
         tree.stop()
@@ -239,7 +246,12 @@ def run_launcher(trial: dict, n: int, backend: str, folder: Path, keep_ray: bool
     trial_pids = {int(r["pid"]) for r in runs if r["pid"]} | ({proc.pid} if backend == "local" else set())
     background = tree.between(runs[0]["end"], runs[-1]["end"], exclude=trial_pids)
     parts = split_costs(wall, t, runs, background, cpus=os.cpu_count() or 1)
-    return {"wall": wall, **parts, "background_cpu_s": background, "stdout_tail": text[-1500:]}
+    # CPU seconds until the first trial's run opened (load moves wall times, much less these): the
+    # launcher, the Ray it started or the kept one it joined (a kept Ray started within the launch
+    # leaves its process tree and is not counted)
+    to_first = tree.between(t, runs[0]["start"], exclude=set())
+    return {"wall": wall, **parts, "background_cpu_s": background, "cpu_to_first_trial_s": to_first,
+            "stdout_tail": text[-1500:]}  # fmt: skip
 
 
 def direct_loop(trial: dict, n: int) -> dict:
@@ -306,7 +318,7 @@ def main(argv=None) -> int:
             f"{per_trial:.1f} s ({got['wall_diff_per_trial_s']:+.2f} s); fixed extra "
             f"{got['extra_fixed_s']:+.1f} s (to the first trial {got['to_first_trial']:.1f} s, after "
             f"the last {got['after_last_trial']:.1f} s); (wall - direct) / N "
-            f"{got['extra_amortised_s']:+.2f} s"
+            f"{got['extra_amortised_s']:+.2f} s; CPU to the first trial {got['cpu_to_first_trial_s']:.1f} s"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

@@ -3,6 +3,7 @@ launch's CPU, the report) without a launch, and a run end to end at a toy size (
 Python start-ups and a launch; asserts nothing about speed)."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import time
 import pytest
 
 from bench import orchestrator
+from sweeps.run.backends.ray import kept
 from tests.sweeps.helpers import _empty_mlflow_db
 
 
@@ -90,7 +92,8 @@ def test_main_writes_every_backends_costs_and_the_drift_bracket(tmp_path, monkey
 
     def run_launcher(trial, n, backend, folder, keep_ray=False):
         launched.append((trial["train"]["tokens"], n, backend))
-        return {"wall": 30.0, **orchestrator.split_costs(30.0, 100.0, runs), "background_cpu_s": 0.0}
+        return {"wall": 30.0, **orchestrator.split_costs(30.0, 100.0, runs), "background_cpu_s": 0.0,
+                "cpu_to_first_trial_s": 3.0}  # fmt: skip
 
     monkeypatch.setattr(orchestrator, "run_launcher", run_launcher)
     out = tmp_path / "orch.json"
@@ -108,6 +111,7 @@ def test_main_writes_every_backends_costs_and_the_drift_bracket(tmp_path, monkey
     printed = capsys.readouterr().out
     assert "direct loop again: 9.5 s per trial (drift since the first: +0.50 s)" in printed
     assert "launcher (local): 30.0 s; per trial: cost" in printed
+    assert "CPU to the first trial 3.0 s" in printed
 
 
 @pytest.mark.slow
@@ -122,3 +126,29 @@ def test_orchestrator_benchmark_runs_and_writes_json(tmp_path, capsys):
     assert local["cost_per_trial_s"] >= local["outside_fit_s"] + local["logging_s"]
     assert len(result["direct_after"]["trial_walls"]) == 2  # the drift bracket
     assert "launcher (local)" in capsys.readouterr().out
+
+
+def test_keep_ray_measures_a_launch_that_joins_the_kept_ray_and_stops_it(tmp_path, monkeypatch, capsys):
+    """--keep-ray: a first launch (it starts the kept Ray) reported apart, then the measured one."""
+    walls = iter([[10.0, 9.0], [9.5, 9.5]])
+    monkeypatch.setattr(
+        orchestrator, "run_direct", lambda trial, n: {"trial_walls": next(walls), "total": 19.5, "wall": 21.0}
+    )
+    runs = [{"start": 105.0, "end": 115.0, "fit_s": 9.0, "logging_s": 0.1},
+            {"start": 116.0, "end": 127.0, "fit_s": 10.0, "logging_s": 0.2}]  # fmt: skip
+    launched, stopped = [], []
+
+    def run_launcher(trial, n, backend, folder, keep_ray=False):
+        launched.append((backend, keep_ray, os.environ[kept.RECORD_ENV]))
+        return {"wall": 30.0, **orchestrator.split_costs(30.0, 100.0, runs), "background_cpu_s": 0.0,
+                "cpu_to_first_trial_s": 3.0}  # fmt: skip
+
+    monkeypatch.setattr(orchestrator, "run_launcher", run_launcher)
+    monkeypatch.setattr(kept, "stop", lambda: stopped.append(os.environ[kept.RECORD_ENV]) or "stopped")
+    monkeypatch.delenv(kept.RECORD_ENV, raising=False)
+    out = tmp_path / "orch.json"
+    assert orchestrator.main(["--trials", "2", "--backends", "ray", "--keep-ray", "--json", str(out)]) == 0
+    record = launched[0][2]
+    assert launched == [("ray", True, record), ("ray", True, record)] and stopped == [record]
+    assert set(json.loads(out.read_text())) >= {"ray_first", "ray"}
+    assert "launcher (ray_first)" in capsys.readouterr().out

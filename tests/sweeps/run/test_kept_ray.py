@@ -77,6 +77,10 @@ def test_a_live_matching_record_is_joined_and_a_different_one_is_named_and_left(
     assert "joining the kept Ray at 127.0.0.1:1" in said[-1] and kept.STOP_HINT in said[-1]
     assert kept.mismatch(rec, want(num_cpus=4, project="/other")) == [
         "num_cpus 4 here, 2 kept", "project /other here, /checkout kept"]  # fmt: skip
+    # workers read the environment of the launch that started the kept Ray, not the joining one's
+    assert kept.mismatch(rec, want(env={"OMP_NUM_THREADS": "1"})) == [
+        "environment variables OMP_NUM_THREADS differ"
+    ]
     assert kept.join_or_start(want(num_cpus=4), None, said.append) is None  # this launch: its own Ray
     assert "does not fit this launch (num_cpus 4 here, 2 kept)" in said[-1]
     assert procs[0].poll() is None and kept.read() == rec  # the kept one is left as it is
@@ -153,8 +157,7 @@ def test_keep_is_for_a_local_ray_only(tmp_path):
 
 def test_two_launches_share_one_kept_ray_and_stop_ray_ends_it(tmp_path, shared_ray):
     """Launches in subprocesses (a kept Ray outlives its launcher); in the Ray group, not beside it."""
-    keep = {"space": {}, "repeats": 1, "backend": "ray", "ray": {"num_cpus": 2, "keep": True}}
-    path = write_study(tmp_path, **keep)
+    path = write_study(tmp_path, space={}, repeats=1, backend="ray", ray={"num_cpus": 2, "keep": True})
     env = {**os.environ, kept.RECORD_ENV: str(tmp_path / "kept-ray.json"), "RAY_AUTH_MODE": "disabled"}
     launch = [sys.executable, "-m", "tests.sweeps.fake_launch"]
     first = subprocess.run([*launch, str(path)], env=env, capture_output=True, text=True, timeout=300)
@@ -162,11 +165,8 @@ def test_two_launches_share_one_kept_ray_and_stop_ray_ends_it(tmp_path, shared_r
     rec = kept.read(tmp_path / "kept-ray.json")
     assert f"started a kept Ray at {rec.address}" in first.stderr and kept.alive(rec)
     assert "stays up for the next launch" in first.stderr
-    (tmp_path / "other").mkdir()
-    other = write_study(
-        tmp_path / "other", space={}, repeats=1, backend="ray", ray={"num_cpus": 2, "keep": True}
-    )
-    second = subprocess.run([*launch, str(other)], env=env, capture_output=True, text=True, timeout=300)
+    # the same study again (done: nothing to run, a short launch) joins the same Ray
+    second = subprocess.run([*launch, str(path)], env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr[-3000:]
     assert f"joining the kept Ray at {rec.address}" in second.stderr
     stop = subprocess.run([sys.executable, "-m", "sweeps.launch", "--stop-ray"], env=env, capture_output=True,

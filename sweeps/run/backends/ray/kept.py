@@ -4,11 +4,12 @@ Ray's start is the largest part of a launch's fixed cost on a small machine (~6.
 docs/bench/launch_costs.md). With `keep`, the first launch starts a local head that outlives it
 (in a process of its own session, so Ctrl-C of the launcher does not reach it) and records it in
 `$SWEEPS_KEPT_RAY` (default ~/.cache/sweeps/kept-ray.json): its address, its processes (pid and
-start time), CPUs, GPUs, session folder, Ray's version, the Python and the project checkout its
-workers import. The next launch with `keep` joins it when it matches (the same CPUs, GPUs, Ray,
-Python and checkout: workers take their environment from the Ray that starts them), else says why
-and starts a Ray of its own for that launch. `python -m sweeps.launch --stop-ray` ends the recorded
-processes (and what they started), nothing else; a record whose processes died is removed.
+start time), CPUs, GPUs, session folder, Ray's version, the Python, the project checkout its
+workers import and the environment variables trials read (`trial_env`). The next launch with `keep`
+joins it when all of these match (workers take their environment from the Ray that starts them,
+not from the launch that joins it), else says why and starts a Ray of its own for that launch.
+`python -m sweeps.launch --stop-ray` ends the recorded processes (and what they started), nothing
+else; a record whose processes died is removed.
 
 The head is started as the launcher's own (`head.bare_head`: no autoscaler monitor, log monitor or
 dashboard API server), in a working folder that outlives any launch: its workers inherit it.
@@ -49,6 +50,7 @@ class KeptRay:
     python: str
     project: str  # the checkout the workers import (PYTHONPATH's first entry at the start)
     started: float
+    env: dict[str, str] = dataclasses.field(default_factory=dict)  # `trial_env` at the start
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1)
@@ -68,7 +70,19 @@ def wanted(num_cpus: int | None, num_gpus: int | None) -> dict:
         "ray_version": ray.__version__,
         "python": sys.executable,
         "project": project_root(),
+        "env": trial_env(),
     }
+
+
+# The environment a trial's worker reads (threads, devices, Ray's, torch's, MLflow's, Hugging Face's):
+# a kept Ray's workers have the one of the launch that started it, so a launch with another joins none.
+TRIAL_ENV_PREFIXES = (
+    "RAY_", "OMP_", "MKL_", "CUDA_", "NCCL_", "TORCH", "PYTORCH_", "MLFLOW_", "HF_", "TOKENIZERS_",
+)  # fmt: skip
+
+
+def trial_env() -> dict[str, str]:
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(TRIAL_ENV_PREFIXES)}
 
 
 def _gpus_here() -> int:
@@ -85,7 +99,15 @@ def project_root() -> str:
 
 def mismatch(kept: KeptRay, want: dict) -> list[str]:
     """What differs between the kept Ray and what this launch needs, in words ([] = it matches)."""
-    return [f"{k} {want[k]} here, {getattr(kept, k)} kept" for k in want if getattr(kept, k) != want[k]]
+    out = [
+        f"{k} {want[k]} here, {getattr(kept, k)} kept"
+        for k in want
+        if k != "env" and getattr(kept, k) != want[k]
+    ]
+    here, there = want.get("env", {}), kept.env
+    if names := sorted(k for k in here.keys() | there.keys() if here.get(k) != there.get(k)):
+        out.append(f"environment variables {', '.join(names)} differ")
+    return out
 
 
 def read(path: Path | None = None) -> KeptRay | None:
@@ -236,6 +258,7 @@ def main() -> None:
         python=want["python"],
         project=want["project"],
         started=time.time(),
+        env=want["env"],
     )
     tmp = path.with_suffix(".tmp")
     tmp.write_text(kept.to_json())
