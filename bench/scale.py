@@ -147,12 +147,18 @@ class Meter:
                 try:
                     return _original(*args, **kwargs)
                 finally:
-                    self.cpu[label] += time.thread_time() - start
+                    spent = time.thread_time() - start
+                    self.cpu[label] += spent
                     self.calls[label] += 1
                     self.local.depth = 0
+                    self.local.cpu = getattr(self.local, "cpu", 0.0) + spent
 
             setattr(owner, name, timed)
             self.undo.append((owner, name, original))
+
+    def own(self) -> float:
+        """CPU of the metered calls made on this thread so far (all labels)."""
+        return getattr(self.local, "cpu", 0.0)
 
     def restore(self):
         for owner, name, original in reversed(self.undo):
@@ -201,15 +207,16 @@ def measure(
     marks = {"fit_cpu": 0.0, "first": None, "last": None, "sampler_at": []}
 
     def fit(config, **kwargs):
-        start, logged = time.process_time(), meter.cpu["mlflow"]
+        start, own, logged = time.process_time(), time.thread_time(), meter.own()
         if marks["first"] is None:
             marks["first"] = start
         try:
             return stamped(config, **kwargs)
         finally:
             marks["last"] = time.process_time()
-            # the stand-in's own CPU; the launcher's MLflow logger inside it is the launcher's
-            marks["fit_cpu"] += marks["last"] - start - (meter.cpu["mlflow"] - logged)
+            # the stand-in's own CPU (this thread: the driver's MLflow thread is the launcher's);
+            # the launcher's MLflow logger inside it is the launcher's
+            marks["fit_cpu"] += time.thread_time() - own - (meter.own() - logged)
             marks["sampler_at"].append(meter.cpu["sampler"])
 
     fit.without_lightning = not real_imports
