@@ -79,6 +79,7 @@ def test_the_stamped_fit_writes_one_line_a_trial(tmp_path):
     assert len(lines) == 2 and all(line["end"] >= line["start"] and line["cpu"] >= 0 for line in lines)
 
 
+@pytest.mark.slow  # 48 s of the Ray group in CI (2026-12-06); the slots' arithmetic is tested above
 def test_a_ray_launch_measures_its_slots(shared_ray):
     """8 stand-in trials, 4 at once on a local Ray: every trial stamped, the slots counted."""
     line = scale.measure("random", 8, "ray", 0.0, 2, keep=False, concurrency=4, ray_cpus=2)
