@@ -4,7 +4,6 @@ Python start-ups and a launch; asserts nothing about speed)."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ import pytest
 
 from bench import orchestrator
 from sweeps.run.backends.ray import kept
-from tests.sweeps.helpers import _empty_mlflow_db
+from sweeps.run.store_template import seed_store
 
 
 def test_per_trial_cost_is_cycle_minus_fit_plus_logging_plus_the_larger_in_fit_slowdown():
@@ -48,7 +47,7 @@ def test_child_runs_read_each_finished_child_by_end_time_with_its_clocks(tmp_pat
     from mlflow.tracking import MlflowClient
 
     db = tmp_path / "mlflow.db"
-    shutil.copyfile(_empty_mlflow_db(), db)  # the tables, made once per test process
+    seed_store(f"sqlite:///{db}")  # the tables: a copy of the launcher's empty store
     client = MlflowClient(f"sqlite:///{db}")
     experiment = client.create_experiment("overhead_local")
     parent = client.create_run(experiment).info.run_id

@@ -1,12 +1,8 @@
 """Tiny studies written into a test's folder, and readers of what a launch recorded."""
 
-import atexit
-import functools
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -15,6 +11,7 @@ import yaml
 from optuna.trial import TrialState
 
 from sweeps.run.storage import load_trials
+from sweeps.run.store_template import seed_store
 from sweeps.run.tracking import client
 from tests.factories import tiny_trial
 
@@ -23,19 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 TRIAL = tiny_trial(model={"d_model": 64, "d_ff": 128})
 
 
-@functools.cache
-def _empty_mlflow_db() -> Path:
-    """An MLflow database with its tables and nothing else, made once per test process: creating
-    the tables takes 2-4 s (17 s on a busy machine), once per test otherwise."""
-    folder = Path(tempfile.mkdtemp(prefix="satsweep-mlflow-template-"))
-    atexit.register(shutil.rmtree, folder, True)
-    client(f"sqlite:///{folder / 'mlflow.db'}").search_experiments()
-    return folder / "mlflow.db"
-
-
 def write_study(folder: Path, name: str = "t", **extra) -> Path:
-    """The study file; beside it an MLflow database with its tables (a copy of an empty one),
-    unless the folder has one already. A study's own `output` still decides where it records."""
+    """The study file; beside it an MLflow database with its tables (a copy of an empty one, as a
+    launch makes: sweeps.run.store_template), unless the folder has one already. A study's own
+    `output` still decides where it records."""
     tree = {
         "name": name,
         "trial": TRIAL,
@@ -49,8 +37,7 @@ def write_study(folder: Path, name: str = "t", **extra) -> Path:
     }
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(tree, sort_keys=False))
-    if not (folder / "mlflow.db").exists():
-        shutil.copyfile(_empty_mlflow_db(), folder / "mlflow.db")
+    seed_store(f"sqlite:///{folder / 'mlflow.db'}")  # the launcher's copy of an empty store, if none yet
     return path
 
 
