@@ -72,6 +72,9 @@ def parse_args(argv=None):
                    help="ray: the local Ray's CPUs, split over --concurrency trials")  # fmt: skip
     p.add_argument("--real-imports", action="store_true",
                    help="trials log through Lightning's logger (workers import it, torch)")  # fmt: skip
+    p.add_argument("--mlflow-uri", default=None,
+                   help="record on this MLflow tracking server (each launch an experiment of its own) "
+                   "instead of a new SQLite store")  # fmt: skip
     p.add_argument("--objectives", type=int, default=2, choices=(2, 3), help="val_loss, peak_mem_mb[, tok/s]")
     p.add_argument("--jsonl", default=None, help="append one JSON line per launch here")
     p.add_argument("--plot", default=None, help="cost against trials, PNG (from --jsonl's lines)")
@@ -84,7 +87,8 @@ def parse_args(argv=None):
 
 
 def study_tree(
-    folder: Path, sampler: str, n: int, backend: str, objectives: int, concurrency=None, ray_cpus=None
+    folder: Path, sampler: str, n: int, backend: str, objectives: int, concurrency=None, ray_cpus=None,
+    mlflow_uri=None,
 ) -> dict:
     """A search over train.lr x two designs (grid: lr on a grid of n / 2 values), one seed a point.
     Ray: `concurrency` trials at once on a local Ray of `ray_cpus` CPUs (each trial asks for
@@ -108,6 +112,9 @@ def study_tree(
         | ({"tokens_per_s": [1000.0, 0.0]} if objectives == 3 else {}),
         "output": {"dir": str(folder / "results"), "mlflow_uri": f"sqlite:///{folder / 'mlflow.db'}"},
     }
+    if mlflow_uri:  # a server outlives the launches: each its own experiment
+        tree["name"] += f"_{folder.name.rsplit('-', 1)[-1]}"
+        tree["output"]["mlflow_uri"] = mlflow_uri
     if backend == "ray" and (concurrency or ray_cpus):
         cpus = ray_cpus or os.cpu_count() or 1
         tree["ray"] = {"num_cpus": cpus}
@@ -182,6 +189,7 @@ def measure(
     concurrency=None,
     ray_cpus=None,
     real_imports=False,
+    mlflow_uri=None,
 ) -> dict:
     import optuna
     import yaml
@@ -189,7 +197,7 @@ def measure(
 
     folder = Path(tempfile.mkdtemp(prefix=f"bench-scale-{sampler}-{n}-"))
     path = folder / "study.yaml"
-    tree = study_tree(folder, sampler, n, backend, objectives, concurrency, ray_cpus)
+    tree = study_tree(folder, sampler, n, backend, objectives, concurrency, ray_cpus, mlflow_uri)
     path.write_text(yaml.safe_dump(tree, sort_keys=False))
     os.environ["FAKE_FIT_SLEEP"] = str(trial_s)  # a Ray started by this launch inherits it
     stamps = folder / "stamps.jsonl"
@@ -264,6 +272,7 @@ def measure(
     out = {
         "sampler": sampler, "backend": backend, "trials": n, "trial_s": trial_s, "objectives": objectives,
         "concurrency": at_once, "ray_cpus": ray_cpus, "real_imports": real_imports,
+        "mlflow": "server" if mlflow_uri else "sqlite",
         "exit": code, "finished": len(trials), "wall_s": wall, "trial_phase_s": driver.wall(),
         **_launcher_cpu(backend, driver, ran, marks, trials_cpu, len(at)),
         "sampler_cpu_per_trial_s": meter.cpu["sampler"] / max(1, driver.ends),
@@ -551,7 +560,7 @@ def main(argv=None) -> int:
     for n in (int(x) for x in args.trials.split(",")):
         for sampler in args.samplers.split(","):
             line = measure(sampler, n, args.backend, args.trial_s, args.objectives, args.keep,
-                           args.concurrency, args.ray_cpus, args.real_imports)  # fmt: skip
+                           args.concurrency, args.ray_cpus, args.real_imports, args.mlflow_uri)  # fmt: skip
             print(json.dumps(line), flush=True)
             if args.jsonl:
                 with open(args.jsonl, "a") as handle:
