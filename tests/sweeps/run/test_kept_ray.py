@@ -129,6 +129,19 @@ def test_stop_ends_the_recorded_processes_and_their_children_and_nothing_else(tm
     assert other.poll() is None and not kept.record_path().exists()
 
 
+def test_a_record_of_another_version_is_still_read_and_stopped(tmp_path, procs):
+    import json
+
+    procs.append(sleeper())
+    rec = record(tmp_path, procs)
+    path = kept.record_path()
+    path.write_text(json.dumps({**json.loads(path.read_text()), "a_later_field": 1}))
+    assert kept.read() == rec  # the field it does not know is left out, not the record
+    assert "stopped the kept Ray" in kept.stop()
+    procs[0].wait(timeout=10)
+    assert not path.exists()
+
+
 def test_a_reused_pid_is_not_ours(tmp_path, procs):
     procs.append(sleeper())
     rec = record(tmp_path, procs)
@@ -148,6 +161,33 @@ def test_stop_ray_alone_needs_no_study(tmp_path, procs, capsys):
     assert "no kept Ray recorded" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         parse_args([])
+
+
+def test_a_kept_ray_fits_a_launch_with_no_more_slots_than_it_starts_workers_at_once(tmp_path, procs):
+    procs.append(sleeper())
+    rec = record(tmp_path, procs, startup_concurrency=8)
+    assert kept.mismatch(rec, want(startup_concurrency=8)) == []
+    assert kept.mismatch(rec, want(startup_concurrency=2)) == []  # a floor, not an equality
+    assert kept.mismatch(rec, want(startup_concurrency=32)) == [
+        "32 trial slots here, the kept Ray starts 8 workers at once"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ray", "extra", "expected"),
+    [
+        ({"num_cpus": 2}, {}, 2),  # one CPU a trial: Ray's own limit (its CPUs)
+        ({"num_cpus": 2}, {"max_concurrent": 32, "resources": {"cpus": 2 / 32}}, 32),  # a worker a slot
+        ({"num_cpus": 4}, {"resources": {"cpus": 0.25}}, 16),  # the slots the CPUs hold
+        ({"num_cpus": 8}, {"max_concurrent": 2}, 8),  # never under Ray's own
+    ],
+)
+def test_a_local_ray_starts_a_worker_a_trial_slot_at_once(tmp_path, ray, extra, expected):
+    from sweeps.run.backends.ray.backend import RayBackend, startup_concurrency
+
+    study = load_study(write_study(tmp_path, backend="ray", ray=ray, **extra))
+    assert startup_concurrency(RayBackend(), study) == expected
+    assert kept.system_config(expected)["worker_maximum_startup_concurrency"] == expected
 
 
 def test_keep_is_for_a_local_ray_only(tmp_path):

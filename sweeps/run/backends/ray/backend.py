@@ -41,6 +41,15 @@ def say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def startup_concurrency(backend: Backend, study) -> int:
+    """How many workers a local Ray may start at once: one per slot when the trials ask for a part
+    of a CPU each. Ray's own limit is its CPU count, and a worker freed by a trial goes to the next
+    waiting one, so with 32 slots on 2 CPUs half the slots stayed idle (docs/bench/scale.md,
+    "Dozens at once"); the launch only ever asks for as many trial workers as it has slots."""
+    cpus = study.ray.num_cpus or os.cpu_count() or 1
+    return max(cpus, backend.concurrency(study))
+
+
 class RayBackend(Backend):
     """Ray Tune trials on a local Ray started here or on a cluster (`ray.address`)."""
 
@@ -86,9 +95,7 @@ class RayBackend(Backend):
             paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
             if root not in paths:
                 os.environ["PYTHONPATH"] = os.pathsep.join([root, *filter(None, paths)])
-            # Ray prestarts one idle worker a CPU for the first driver; trials run in Tune's actors,
-            # which start their own, so those idle workers only took CPU from Ray's start.
-            kwargs["_system_config"] = {"prestart_worker_first_driver": False}
+            kwargs["_system_config"] = kept.system_config(startup_concurrency(self, study))
         else:
             kwargs["address"] = study.ray.address
         if not ray.is_initialized() and study.ray.address is None and study.ray.keep:
@@ -113,7 +120,7 @@ class RayBackend(Backend):
         the one running does not fit this launch (said; a Ray of its own starts instead)."""
         import ray
 
-        want = kept.wanted(study.ray.num_cpus, study.ray.num_gpus)
+        want = kept.wanted(study.ray.num_cpus, study.ray.num_gpus, startup_concurrency(self, study))
         found = kept.join_or_start(want, kwargs.get("_temp_dir"), say)
         if found is not None:
             ray.init(address=found.address, log_to_driver=False, logging_level=logging.WARNING,

@@ -51,6 +51,7 @@ class KeptRay:
     project: str  # the checkout the workers import (PYTHONPATH's first entry at the start)
     started: float
     env: dict[str, str] = dataclasses.field(default_factory=dict)  # `trial_env` at the start
+    startup_concurrency: int = 0  # workers Ray starts at once (`system_config`); 0: an older record
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1)
@@ -60,12 +61,25 @@ class KeptRay:
         return f"Ray at {self.address} ({self.num_cpus} CPUs, pids {pids}, ...; session {self.session_dir})"
 
 
-def wanted(num_cpus: int | None, num_gpus: int | None) -> dict:
-    """What a launch needs of a kept Ray (the fields `mismatch` compares)."""
+def system_config(startup_concurrency: int) -> dict:
+    """The head's Ray settings, the same for the launcher's own local Ray and the kept one."""
+    return {
+        # Ray prestarts one idle worker a CPU for the first driver; trials run in Tune's actors,
+        # which start their own, so those idle workers only took CPU from Ray's start.
+        "prestart_worker_first_driver": False,
+        # Ray starts at most one worker a CPU at once; fractional-CPU trials need one a slot
+        "worker_maximum_startup_concurrency": startup_concurrency,
+    }
+
+
+def wanted(num_cpus: int | None, num_gpus: int | None, startup_concurrency: int = 1) -> dict:
+    """What a launch needs of a kept Ray (the fields `mismatch` compares; the startup
+    concurrency only as a floor: a kept Ray that starts more workers at once fits)."""
     import ray
 
     return {
         "num_cpus": num_cpus or os.cpu_count() or 1,
+        "startup_concurrency": startup_concurrency,
         "num_gpus": num_gpus if num_gpus is not None else _gpus_here(),
         "ray_version": ray.__version__,
         "python": sys.executable,
@@ -102,8 +116,11 @@ def mismatch(kept: KeptRay, want: dict) -> list[str]:
     out = [
         f"{k} {want[k]} here, {getattr(kept, k)} kept"
         for k in want
-        if k != "env" and getattr(kept, k) != want[k]
+        if k not in ("env", "startup_concurrency") and getattr(kept, k) != want[k]
     ]
+    if kept.startup_concurrency < want.get("startup_concurrency", 0):
+        out.append(f"{want['startup_concurrency']} trial slots here, the kept Ray starts "
+                   f"{kept.startup_concurrency} workers at once")  # fmt: skip
     here, there = want.get("env", {}), kept.env
     if names := sorted(k for k in here.keys() | there.keys() if here.get(k) != there.get(k)):
         out.append(f"environment variables {', '.join(names)} differ")
@@ -111,10 +128,14 @@ def mismatch(kept: KeptRay, want: dict) -> list[str]:
 
 
 def read(path: Path | None = None) -> KeptRay | None:
+    """The record, None when there is none or it lacks a field. Fields it does not know (a record
+    written by another version of this project) are left out: its Ray can still be stopped, and a
+    launch compares what both know (`mismatch`)."""
     try:
         data = json.loads((path or record_path()).read_text())
-        return KeptRay(**data)
-    except (OSError, ValueError, TypeError):
+        known = {f.name for f in dataclasses.fields(KeptRay)}
+        return KeptRay(**{k: v for k, v in data.items() if k in known})
+    except (OSError, ValueError, TypeError, AttributeError):
         return None
 
 
@@ -242,8 +263,7 @@ def main() -> None:
         num_gpus=want["num_gpus"],
         include_dashboard=False,
         temp_dir=want["temp_dir"],
-        # as the launcher's own local Ray (backend.py): trials start their own workers
-        _system_config={"prestart_worker_first_driver": False},
+        _system_config=system_config(want["startup_concurrency"]),  # as the launcher's own local Ray
     )
     with bare_head():
         node = node_module.Node(params, head=True, shutdown_at_exit=False, spawn_reaper=False)
@@ -259,6 +279,7 @@ def main() -> None:
         project=want["project"],
         started=time.time(),
         env=want["env"],
+        startup_concurrency=want["startup_concurrency"],
     )
     tmp = path.with_suffix(".tmp")
     tmp.write_text(kept.to_json())
