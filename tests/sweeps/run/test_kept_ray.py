@@ -182,12 +182,14 @@ def test_a_kept_ray_fits_a_launch_with_no_more_slots_than_it_starts_workers_at_o
         ({"num_cpus": 8}, {"max_concurrent": 2}, 8),  # never under Ray's own
     ],
 )
-def test_a_local_ray_starts_a_worker_a_trial_slot_at_once(tmp_path, ray, extra, expected):
+def test_a_local_ray_starts_a_worker_a_trial_slot_at_once(tmp_path, monkeypatch, ray, extra, expected):
     from sweeps.run.backends.ray.backend import RayBackend, startup_concurrency
 
     study = load_study(write_study(tmp_path, backend="ray", ray=ray, **extra))
     assert startup_concurrency(RayBackend(), study) == expected
     assert kept.system_config(expected)["worker_maximum_startup_concurrency"] == expected
+    monkeypatch.setenv("RAY_worker_maximum_startup_concurrency", "3")  # the user's own, as it is
+    assert startup_concurrency(RayBackend(), study) == 3
 
 
 def test_keep_is_for_a_local_ray_only(tmp_path):
