@@ -171,6 +171,11 @@ def test_a_kept_ray_fits_a_launch_with_no_more_slots_than_it_starts_workers_at_o
     assert kept.mismatch(rec, want(startup_concurrency=32)) == [
         "32 trial slots here, the kept Ray starts 8 workers at once"
     ]
+    older = record(tmp_path, procs)  # a record from before the field: Ray's own limit, its 2 CPUs
+    assert kept.mismatch(older, want(startup_concurrency=2)) == []
+    assert kept.mismatch(older, want(startup_concurrency=4)) == [
+        "4 trial slots here, the kept Ray starts 2 workers at once"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -46,11 +46,12 @@ STARTUP_ENV = "RAY_worker_maximum_startup_concurrency"
 
 def startup_concurrency(backend: Backend, study) -> int:
     """How many workers a local Ray may start at once: one per slot when the trials ask for a part
-    of a CPU each. Ray's own limit is its CPU count, and a worker freed by a trial goes to the next
-    waiting one, so with 32 slots on 2 CPUs half the slots stayed idle (docs/bench/scale.md,
-    "Dozens at once"); the launch only ever asks for as many trial workers as it has slots. The
-    price on few cores is the ramp: every slot's worker imports at once before the first trial
-    runs. `RAY_worker_maximum_startup_concurrency` in the environment is taken as it is."""
+    of a CPU each. Ray's own limit is its CPU count, and Tune hands an ended trial's worker to a
+    waiting trial and drops the one that trial had asked for (often halfway through its imports),
+    so with 32 slots on 2 CPUs about half the slots stayed idle (docs/bench/scale.md, "A worker a
+    slot"). The launch never asks for more trial workers than it has slots. The price on few
+    cores is the ramp: every slot's worker imports at once before the first trial runs.
+    `RAY_worker_maximum_startup_concurrency` in the environment is taken as it is."""
     if os.environ.get(STARTUP_ENV):  # the user's own choice (Ray reads it)
         return int(os.environ[STARTUP_ENV])
     cpus = study.ray.num_cpus or os.cpu_count() or 1

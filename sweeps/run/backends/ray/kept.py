@@ -51,7 +51,7 @@ class KeptRay:
     project: str  # the checkout the workers import (PYTHONPATH's first entry at the start)
     started: float
     env: dict[str, str] = dataclasses.field(default_factory=dict)  # `trial_env` at the start
-    startup_concurrency: int = 0  # workers Ray starts at once (`system_config`); 0: an older record
+    startup_concurrency: int = 0  # workers Ray starts at once (`system_config`); 0: an older record (its CPUs)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1)
@@ -118,9 +118,10 @@ def mismatch(kept: KeptRay, want: dict) -> list[str]:
         for k in want
         if k not in ("env", "startup_concurrency") and getattr(kept, k) != want[k]
     ]
-    if kept.startup_concurrency < want.get("startup_concurrency", 0):
+    starts = kept.startup_concurrency or kept.num_cpus  # an older record: Ray's own limit, its CPUs
+    if starts < want.get("startup_concurrency", 0):
         out.append(f"{want['startup_concurrency']} trial slots here, the kept Ray starts "
-                   f"{kept.startup_concurrency} workers at once")  # fmt: skip
+                   f"{starts} workers at once")  # fmt: skip
     here, there = want.get("env", {}), kept.env
     if names := sorted(k for k in here.keys() | there.keys() if here.get(k) != there.get(k)):
         out.append(f"environment variables {', '.join(names)} differ")
