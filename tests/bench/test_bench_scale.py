@@ -46,6 +46,14 @@ def test_ray_concurrency_splits_the_local_rays_cpus_over_the_slots(tmp_path):
     assert RayBackend().concurrency(study) == 32  # the slots all fit on the Ray's 2 CPUs
 
 
+def test_a_tracking_server_gets_an_experiment_a_launch(tmp_path):
+    a, b = tmp_path / "bench-scale-tpe-8-aaa", tmp_path / "bench-scale-tpe-8-bbb"
+    trees = [scale.study_tree(f, "tpe", 8, "ray", 2, mlflow_uri="http://127.0.0.1:5777") for f in (a, b)]
+    assert [t["output"]["mlflow_uri"] for t in trees] == ["http://127.0.0.1:5777"] * 2
+    assert trees[0]["name"] != trees[1]["name"]  # the server outlives a launch: no shared experiment
+    assert scale.study_tree(a, "tpe", 8, "ray", 2)["output"]["mlflow_uri"].startswith("sqlite:///")
+
+
 def test_a_local_bench_refuses_concurrency(capsys):
     assert scale.main(["--concurrency", "4", "--trials", "2"]) == 2
     assert "one trial at a time" in capsys.readouterr().err
