@@ -319,8 +319,8 @@ def main(argv=None) -> int:
         print(
             f"  context (moved by drift): cycle {got['per_trial']:.1f} s vs the first direct loop's "
             f"{per_trial:.1f} s ({got['wall_diff_per_trial_s']:+.2f} s); fixed extra "
-            f"{got['extra_fixed_s']:+.1f} s (against both direct loops' mean {got['extra_fixed_mean_s']:+.1f} s; "
-            f"to the first trial {got['to_first_trial']:.1f} s, after "
+            f"{got['extra_fixed_s']:+.1f} s (against both direct loops' mean "
+            f"{got['extra_fixed_mean_s']:+.1f} s; to the first trial {got['to_first_trial']:.1f} s, after "
             f"the last {got['after_last_trial']:.1f} s); (wall - direct) / N "
             f"{got['extra_amortised_s']:+.2f} s; CPU to the first trial {got['cpu_to_first_trial_s']:.1f} s"
         )

@@ -87,7 +87,13 @@ def parse_args(argv=None):
 
 
 def study_tree(
-    folder: Path, sampler: str, n: int, backend: str, objectives: int, concurrency=None, ray_cpus=None,
+    folder: Path,
+    sampler: str,
+    n: int,
+    backend: str,
+    objectives: int,
+    concurrency=None,
+    ray_cpus=None,
     mlflow_uri=None,
 ) -> dict:
     """A search over train.lr x two designs (grid: lr on a grid of n / 2 values), one seed a point.

@@ -51,7 +51,7 @@ class KeptRay:
     project: str  # the checkout the workers import (PYTHONPATH's first entry at the start)
     started: float
     env: dict[str, str] = dataclasses.field(default_factory=dict)  # `trial_env` at the start
-    startup_concurrency: int = 0  # workers Ray starts at once (`system_config`); 0: an older record (its CPUs)
+    startup_concurrency: int = 0  # workers Ray starts at once (`system_config`); 0: older (its CPUs)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1)
