@@ -24,8 +24,8 @@ from sweeps.report.costs import (
     probe_entry,
     round_samples,
     scale_samples,
-    speed_from_trials,
     throughput_check,
+    trials_clocked,
 )
 from sweeps.report.fronts import compute, is_reference
 from sweeps.report.outputs import (
@@ -77,7 +77,7 @@ def fronts_for(study, trials, replicates: int = REPLICATES, plan=None) -> dict:
                            "points": points}  # fmt: skip
     result["ladder"] = bool(study.rungs)
     result["machines"] = machines(entries)
-    result["speed_from_trials"] = speed_from_trials(entries)  # one architecture: no probe (outputs)
+    result["speed_from_trials"] = trials_clocked(entries)  # one architecture: no probe (outputs)
     if study.rungs:  # what the per-rung conclusions name: each rung's size and budget
         result["rungs"] = {r["label"]: {"params": r["params"], "tokens": r["tokens"]} for r in study.rungs}
     result["throughput_check"] = own_speed_check(study, complete, references)

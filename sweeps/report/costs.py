@@ -78,7 +78,7 @@ OWN_SPEED = "train_tokens_per_s"
 TRIALS_CLOCK = "trials"
 
 
-def speed_from_trials(entries: dict) -> bool:
+def trials_clocked(entries: dict) -> bool:
     """Whether the cache holds an entry of trials' own speeds rather than the probe's timings."""
     return any(e.get("clock") == TRIALS_CLOCK for table in entries.values() for e in table.values())
 
