@@ -54,6 +54,7 @@ from sweeps.report.history import history
 from sweeps.run.backends.ray.backend import RayBackend
 from sweeps.run.driver import Driver
 from sweeps.run.storage import load_trials
+from sweeps.run.tracking import Tracker
 from sweeps.study import load_study, samplers
 from sweeps.study.sections import SamplerConfig
 from tests.sweeps import fake_fit
@@ -216,6 +217,7 @@ def measure(
     mlflow_calls = ["create_run", "log_param", "log_batch", "log_metric", "log_metrics", "set_tag",
                     "set_terminated", "log_artifact", "update_run", "get_run"]  # fmt: skip
     meter.wrap(MlflowClient, mlflow_calls, "mlflow")
+    meter.wrap(Tracker, ["write_artifact"], "mlflow")  # a child's config.yaml, past the client
     storage_calls = [m for m in dir(optuna.storages.JournalStorage) if not m.startswith("_")]
     meter.wrap(optuna.storages.JournalStorage, storage_calls, "optuna")
     marks = {"fit_cpu": 0.0, "first": None, "last": None, "sampler_at": []}
