@@ -294,6 +294,8 @@ def measure(
         "sampler_last_tenth_s": sum(grow[-tenth:]) / tenth if grow else None,
         "mlflow_cpu_per_trial_s": meter.total("mlflow.") / max(1, driver.ends),
         "mlflow_calls_per_trial": meter.total("mlflow.", meter.calls) / max(1, driver.ends),
+        "mlflow_calls_by_kind": {k[len("mlflow."):]: round(v / max(1, driver.ends), 3)
+                                 for k, v in sorted(meter.calls.items()) if k.startswith("mlflow.")},
         "mlflow_ms_per_trial": {k[len("mlflow."):]: round(1000 * v / max(1, driver.ends), 2)
                                 for k, v in sorted(meter.cpu.items()) if k.startswith("mlflow.")},
         "optuna_cpu_per_trial_s": meter.cpu["optuna"] / max(1, driver.ends),

@@ -143,7 +143,8 @@ class Driver:
             RunRecord.write(run.trial, fail_reason=status, error=error[:2000])
         run_id = self.run_ids.pop(run.number)
         resume.forget(self.folders.pop(run.number, None))  # ended: nothing to resume
-        self.later(self.tracker.finish_child, run_id, status, dict(outcome.metrics), error, wall_s=wall)
+        finish, curves = self.tracker.finish_child, outcome.unwritten  # the logger's last metrics, if held
+        self.later(finish, run_id, status, dict(outcome.metrics), error, wall_s=wall, curves=curves)
         self.progress.total = self.plan.target  # adaptive seeds may have planned more runs
         self.progress.finished(run.number, run.point, status, outcome.metrics, wall, error, outcome.wall_s)
         return values

@@ -38,6 +38,11 @@ class MetricBatch:
             self.pending.append(Metric(key=key, value=float(value), timestamp=stamp, step=step or 0))
         return time.monotonic() - self.flushed_at >= FLUSH_EVERY_S
 
+    def take(self) -> list:
+        """What is held, handed over to be written elsewhere (and no longer held here)."""
+        pending, self.pending = self.pending, []
+        return pending
+
     def flush(self, mlflow_client, run_id: str) -> None:
         """Writes what is held, synchronously: a flushed metric is in the store on return."""
         pending, self.pending = self.pending, []
@@ -50,6 +55,8 @@ class PlainTrialLogger:
     """What a fit without Lightning calls on its logger (`log_metrics`, `finalize`) and what the
     worker reads from it (`experiment`, `run_id`, `flush`), as `TrialLogger` does them; like it,
     it never ends the run (the driver does)."""
+
+    hand_back = False  # True: `finalize` keeps what is held for `take_held` (sweeps.run.worker.execute)
 
     def __init__(self, run_id: str, tracking_uri: str):
         self.run_id = run_id
@@ -76,4 +83,8 @@ class PlainTrialLogger:
         self.batch.flush(self.experiment, self.run_id)
 
     def finalize(self, status: str = "success") -> None:
-        self.flush()
+        if not self.hand_back:
+            self.flush()
+
+    def take_held(self) -> list:
+        return self.batch.take()

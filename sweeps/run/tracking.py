@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -352,13 +352,16 @@ class Tracker:
         metrics: Mapping[str, float],
         error: str = "",
         wall_s: float | None = None,
+        curves: Sequence = (),
     ) -> None:
-        """The run's final metrics (`final/<name>`, and `sweep/wall_s` when given) and status tags in
-        one request (per 1000 metrics, MLflow's batch limit), then its end."""
+        """The run's final metrics (`final/<name>`, and `sweep/wall_s` when given), status tags and
+        `curves` (the trial logger's last metrics, `mlflow.entities.Metric`s it handed back:
+        sweeps.run.worker.execute) in one request (per 1000 metrics, MLflow's batch limit), then
+        its end."""
         from mlflow.entities import Metric, RunTag
 
         stamp = int(time.time() * 1000)
-        final = [
+        final = [*curves] + [
             Metric(f"final/{key}", float(value), stamp, 0)
             for key, value in metrics.items()
             if isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -22,6 +22,8 @@ class TrialLogger(MLFlowLogger):
     end (`finalize`, which Lightning calls on success and on failure, and `sweeps.run.worker`
     calls again after every fit): `MetricBatch`."""
 
+    hand_back = False  # True: `finalize` keeps what is held for `take_held` (sweeps.run.worker.execute)
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._batch = MetricBatch()
@@ -36,4 +38,9 @@ class TrialLogger(MLFlowLogger):
         self._batch.flush(self.experiment, self.run_id)
 
     def finalize(self, status: str = "success") -> None:
-        self.flush()
+        if not self.hand_back:
+            self.flush()
+
+    def take_held(self) -> list:
+        """The metrics still held, for the driver to write with the run's final ones (`hand_back`)."""
+        return self._batch.take()

@@ -92,6 +92,7 @@ class Outcome:
     metrics: dict[str, float]
     error: str = ""
     wall_s: float = 0.0
+    unwritten: list = dataclasses.field(default_factory=list)  # the logger's last metrics (`hand_back`)
 
 
 class Stopwatch:
@@ -187,20 +188,40 @@ def default_fit():
     return fit
 
 
-def execute(task: TrialTask, report: Report | None = None, fit: Callable | None = None) -> Outcome:
+def execute(
+    task: TrialTask, report: Report | None = None, fit: Callable | None = None, hand_back: bool = False
+) -> Outcome:
     """Runs `fit` (trainers.fit by default) on the task. A fit that trains without Lightning says
     so (`fit.without_lightning = True`): it gets a logger and a report hook with the same methods
-    that do not import Lightning, which then stays out of the worker's process."""
+    that do not import Lightning, which then stays out of the worker's process.
+
+    `hand_back` (the local backend, whose driver shares this process): the metrics the logger still
+    holds at the end come back in `Outcome.unwritten`, and the driver writes them with the run's
+    final metrics in one request (`Tracker.finish_child`), not in a request of their own
+    (docs/bench/scale.md). A trial interrupted meanwhile writes them here, as before."""
     start = time.time()
     fit = fit or default_fit()
-    config = task.config
-    plain = getattr(fit, "without_lightning", False)
-    if plain:
+    if getattr(fit, "without_lightning", False):
         logger = PlainTrialLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
     else:
         from sweeps.run.trial_log import TrialLogger  # Lightning's logger: where the trial trains
 
         logger = TrialLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
+    logger.hand_back = hand_back and task.config.train.workers == 1  # spawned ranks log on their own
+    try:
+        outcome = _execute(task, report, fit, logger, start)
+    except BaseException:  # Ctrl-C: the driver gets no outcome, so the held metrics go now
+        if logger.hand_back:
+            _flush(logger)
+        raise
+    if logger.hand_back:
+        outcome.unwritten = logger.take_held()
+    return outcome
+
+
+def _execute(task: TrialTask, report: Report | None, fit: Callable, logger, start: float) -> Outcome:
+    config = task.config
+    plain = getattr(fit, "without_lightning", False)
     clock = Stopwatch()
     if config.train.workers == 1:  # spawned data-parallel workers pickle the logger: left plain
         for name in ("log_metrics", "log_hyperparams", "flush"):
@@ -249,7 +270,8 @@ def execute(task: TrialTask, report: Report | None = None, fit: Callable | None 
             return Outcome("timeout", {}, f"TrialTimeout: {limit}\n\n{_describe(err)}", time.time() - start)
         return Outcome(classify(err), {}, _describe(err), time.time() - start)
     finally:
-        _flush(logger)  # what the logger still holds (a fit that failed before Lightning's finalize)
+        if not logger.hand_back:
+            _flush(logger)  # what the logger still holds (a fit that failed before Lightning's finalize)
         if monitor is not None:  # its last samples, before the driver ends the run
             monitor.finish()
         if folder is not None:

@@ -88,7 +88,7 @@ class LocalBackend(Backend):
             run = None
             try:  # Ctrl-C may land before the run is begun: Optuna fails the trial, we say why
                 run = plan.prepare(trial)
-                outcome = execute(driver.begin(run), fit=fit)
+                outcome = execute(driver.begin(run), fit=fit, hand_back=True)  # one request fewer a trial
             except BaseException:
                 if run is None:
                     RunRecord.write(trial, fail_reason=INTERRUPTED)

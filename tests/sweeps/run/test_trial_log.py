@@ -65,3 +65,39 @@ def test_a_long_trial_writes_every_flush_interval(run, monkeypatch, kind):
     assert calls == [2]
     logger.flush()
     assert calls == [2, 1] and len(client.get_metric_history(run_id, "train_loss")) == 3
+
+
+@pytest.mark.parametrize("kind", LOGGERS)
+def test_a_logger_that_hands_back_keeps_its_last_metrics_for_the_driver(run, kind):
+    """`hand_back` (the local backend): `finalize` writes nothing; what it held is taken, whole and
+    in order, and a plain logger's `flush` still writes."""
+    uri, client, run_id = run
+    logger = kind(run_id=run_id, tracking_uri=uri)
+    logger.hand_back = True
+    calls = _counting(logger)
+    for step in range(3):
+        logger.log_metrics({"val_loss": 2.0 - step / 10}, step=step)
+    logger.finalize("success")
+    assert calls == []
+    held = logger.take_held()
+    assert [(m.key, m.step, m.value) for m in held] == [("val_loss", s, 2.0 - s / 10) for s in range(3)]
+    assert logger.take_held() == []
+
+
+def test_a_runs_end_writes_the_curves_handed_back_with_its_final_metrics(tmp_path):
+    """`finish_child` writes the trial logger's last metrics and the final ones in one request, and
+    the curve reads back whole (the local backend's launch: tests/bench/test_bench_scale.py)."""
+    from mlflow.entities import Metric
+
+    from sweeps.run.tracking import Tracker
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "e", "s", "l")
+    tracker.start_parent({}, {})
+    run_id = tracker.start_child(0, {"train.lr": 0.1}, 0, "p", {}, {})
+    calls = _counting(type("L", (), {"experiment": tracker.client})())
+    curves = [Metric("val_loss", 3.0 - step, 1000 + step, step) for step in range(3)]
+    tracker.finish_child(run_id, "ok", {"val_loss": 1.0}, curves=curves)
+    assert calls == [4]  # the three points and the final metric: one request
+    history = tracker.client.get_metric_history(run_id, "val_loss")
+    assert [(m.step, m.value) for m in history] == [(0, 3.0), (1, 2.0), (2, 1.0)]
+    assert tracker.client.get_run(run_id).data.metrics["final/val_loss"] == 1.0
