@@ -2,7 +2,8 @@
 
 The launcher (driver) owns every run's life: it creates the parent and the children, logs their
 params, tags and the resolved configs, and terminates them with their final status. A trial's
-worker only streams metric curves into its child run (Lightning's MLFlowLogger with `run_id`).
+worker only streams metric curves into its child run (Lightning's MLFlowLogger with `run_id`); on
+the local backend its last batch of them goes with the run's final metrics (`finish_child`).
 
 Names: the parent `<study>/<launch id>`, a child `<point name>/s<seed>` (`gated_token_head/s2`).
 Params of a child: the point's key paths, `seed` and the design's descriptors (MLflow's charts
