@@ -70,7 +70,7 @@ def test_a_long_trial_writes_every_flush_interval(run, monkeypatch, kind):
 @pytest.mark.parametrize("kind", LOGGERS)
 def test_a_logger_that_hands_back_keeps_its_last_metrics_for_the_driver(run, kind):
     """`hand_back` (the local backend): `finalize` writes nothing; what it held is taken, whole and
-    in order, and a plain logger's `flush` still writes."""
+    in order, once."""
     uri, client, run_id = run
     logger = kind(run_id=run_id, tracking_uri=uri)
     logger.hand_back = True
