@@ -30,6 +30,7 @@ from sweeps.report.costs import (
 from sweeps.report.fronts import compute, is_reference
 from sweeps.report.outputs import (
     conclusions_text,
+    most_relevant,
     row_name,
     table_text,
     throughput_text,
@@ -192,18 +193,29 @@ def printed_sections(result: Mapping, equal_time: str | None = None) -> list[str
     return out
 
 
-def tag_children(tracker, trials, result: Mapping) -> int:
+CHILD_TAG_CAP = 200  # points whose runs a search's report tags; MLflow writes one run a request
+
+
+def tag_children(tracker, trials, result: Mapping, cap: int | None = None) -> int:
     """The report's tags on each trial's run (and its rank and p_front as metrics, to sort on):
     `on_front` true for the runs of the front's points, false for the others; written where they
-    changed (`Tracker.update_runs`). Returns the number of runs written."""
+    changed (`Tracker.update_runs`). Past `cap` points (default CHILD_TAG_CAP), only the runs of
+    the front and of the `cap` a reader looks for first (`most_relevant`: the references, the
+    front, the likeliest), and those an earlier report tagged: each other run would be a request
+    for values pareto.csv already holds (a minute at 10,000 runs; more on a tracking server).
+    Returns the number of runs written."""
     rows = {r["point"]: r for r in result["points"]}
     front = set(result["front"])
-    tags, metrics = {}, {}
+    cap = CHILD_TAG_CAP if cap is None else cap
+    shown = front | {r["point"] for r in most_relevant(result["points"], front, cap)}  # the whole front
+    tags, metrics, tail = {}, {}, set()
     for t in trials:
         record = RunRecord.of(t)
         run_id = record.mlflow_run_id
         if not run_id:
             continue
+        if len(rows) > cap and record.point not in shown:
+            tail.add(run_id)
         row = rows.get(record.point) if t.state == TrialState.COMPLETE else None
         tags[run_id] = {"pareto_rank": str(-1 if row is None else row["rank"]),
                         "on_front": str(row is not None and row["point"] in front).lower()}  # fmt: skip
@@ -211,7 +223,7 @@ def tag_children(tracker, trials, result: Mapping) -> int:
             tags[run_id]["p_front"] = f"{row['p_front']:.3f}"
             metrics[run_id] = {"pareto_rank": row["rank"], "p_front": float(tags[run_id]["p_front"])}
             _add_verdicts(tags[run_id], result, row)
-    return tracker.update_runs(tags, metrics)
+    return tracker.update_runs(tags, metrics, mark="pareto_rank", tail=tail)
 
 
 def _add_verdicts(tags: dict, result: Mapping, row: Mapping) -> None:

@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -230,10 +230,13 @@ class Tracker:
 
         self.client.log_batch(run_id, tags=[RunTag(key, str(value)) for key, value in tags.items()])
 
-    def study_runs(self, role: str = "trial") -> dict:
+    def study_runs(self, role: str = "trial", carrying: str | None = None) -> dict:
         """The study's runs of `role` in this experiment, every launch's, {run id: Run}: one paged
-        search (MLflow's page limit), not one request per run."""
+        search (MLflow's page limit), not one request per run; `carrying`: only the runs that
+        carry that tag."""
         query = f"tags.`sweep.study` = '{self.study}' and tags.`sweep.role` = '{role}'"
+        if carrying:
+            query += f" and tags.`{carrying}` LIKE '%'"
         out, token = {}, None
         while True:
             page = self.client.search_runs(
@@ -245,22 +248,31 @@ class Tracker:
                 return out
 
     def update_runs(
-        self, tags: Mapping[str, Mapping[str, str]], metrics: Mapping[str, Mapping[str, float]] | None = None
+        self,
+        tags: Mapping[str, Mapping[str, str]],
+        metrics: Mapping[str, Mapping[str, float]] | None = None,
+        mark: str | None = None,
+        tail: Collection[str] = (),
     ) -> int:
         """Tags ({run id: {key: value}}) and metrics (step 0) of many of the study's children, each
         run's in one `log_batch`, written only to runs that do not already carry those values (a
         report again over the same trials, a resumed launch's report, writes nothing new).
+        `mark`: a tag every run's `tags` hold; only the runs already carrying it are read back
+        (the others hold none of these values yet). `tail`: runs written only where they carry
+        `mark` already (an earlier write brought up to date; the rest left as they are).
         Returns the number of runs written."""
         from mlflow.entities import Metric, RunTag
 
         metrics = metrics or {}
-        known = self.study_runs()
+        known = self.study_runs(carrying=mark)
         stamp = int(time.time() * 1000)
         written = 0
         for run_id in dict.fromkeys([*tags, *metrics]):
             want_tags = {key: str(value) for key, value in tags.get(run_id, {}).items()}
             want_metrics = {key: float(value) for key, value in metrics.get(run_id, {}).items()}
             run = known.get(run_id)
+            if run_id in tail and (run is None or mark not in run.data.tags):
+                continue
             if run is not None:
                 want_tags = {k: v for k, v in want_tags.items() if run.data.tags.get(k) != v}
                 want_metrics = {k: v for k, v in want_metrics.items() if run.data.metrics.get(k) != v}

@@ -102,3 +102,32 @@ def test_a_second_report_writes_nothing_new_to_the_children(launched, monkeypatc
     assert {r.info.run_id: r.data.tags for r in mlflow_runs(study, "trial")} == before
     history = client(study.mlflow_uri()).get_metric_history(next(iter(children)), "p_front")
     assert len(history) == 1
+
+
+def test_past_the_cap_only_the_runs_a_reader_looks_for_first_are_tagged(tmp_path, monkeypatch):
+    from sweeps.report import analysis
+
+    monkeypatch.setattr(analysis, "CHILD_TAG_CAP", 2)  # three points: the front's two are tagged
+    path = write_study(tmp_path, name="capped", space={"model.residual": {"choices": DESIGNS}}, repeats=1)
+    study = load_study(path)
+    assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE, stream=io.StringIO()) == 0
+    tagged = {r.data.tags["mlflow.runName"].split("/")[0]: r.data.tags for r in mlflow_runs(study, "trial")}
+    assert {name for name, tags in tagged.items() if "pareto_rank" in tags} == {"baseline", "sat"}
+    assert not {"on_front", "p_front", "verdict"} & set(tagged["tanh"])
+    assert tagged["sat"]["on_front"] == "true" and tagged["sat"]["pareto_rank"] == "0"
+
+
+def test_a_run_outside_the_cap_is_brought_up_to_date_only_where_a_report_tagged_it(tmp_path):
+    from sweeps.run.tracking import Tracker
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "e", "s", "l")
+    tracker.start_parent({}, {})
+    a, b, c = (tracker.start_child(i, {"train.lr": 0.1}, 0, f"p{i}", {}, {}) for i in range(3))
+    first = {run: {"pareto_rank": "0", "on_front": "true"} for run in (a, b, c)}
+    assert tracker.update_runs(first, mark="pareto_rank", tail={c}) == 2
+    then = {run: {"pareto_rank": "3", "on_front": "false"} for run in (a, b, c)}
+    assert tracker.update_runs(then, mark="pareto_rank", tail={b, c}) == 2  # a, and b: tagged before
+    tags = {run: tracker.client.get_run(run).data.tags for run in (a, b, c)}
+    assert tags[a]["pareto_rank"] == tags[b]["pareto_rank"] == "3" and tags[b]["on_front"] == "false"
+    assert "pareto_rank" not in tags[c] and "on_front" not in tags[c]
+    assert tracker.update_runs(then, mark="pareto_rank", tail={c}) == 0  # nothing changed
