@@ -60,6 +60,7 @@ from sweeps.study.sections import SamplerConfig
 from tests.sweeps import fake_fit
 
 SAMPLERS = ("grid", "tpe", "nsga2", "random", "gp", "asha")
+LOSS_SHAPES = ("flat", "lr-bowl")
 
 
 def parse_args(argv=None):
@@ -68,6 +69,9 @@ def parse_args(argv=None):
     p.add_argument("--samplers", default="tpe,grid,nsga2", help=f"of {', '.join(SAMPLERS)}")
     p.add_argument("--backend", default="local", choices=("local", "ray"))
     p.add_argument("--trial-s", type=float, default=0.0, help="each stand-in trial's length")
+    p.add_argument("--loss", default="flat", choices=LOSS_SHAPES,
+                   help="the stand-in's val_loss: flat in lr (every point of a design ties: the whole "
+                   "search is the front), or lr-bowl (best at lr 1e-3: a front of a few points)")  # fmt: skip
     p.add_argument("--concurrency", type=int, default=None, help="ray: trials at once (max_concurrent)")
     p.add_argument("--ray-cpus", type=int, default=None,
                    help="ray: the local Ray's CPUs, split over --concurrency trials")  # fmt: skip
@@ -191,6 +195,12 @@ def sampler_owners():
             optuna.samplers.GPSampler]  # fmt: skip
 
 
+def _front_size(study) -> int | None:
+    """The front's points in the launch's pareto.json (None: no report)."""
+    path = study.results_dir() / "pareto" / "pareto.json"
+    return len(json.loads(path.read_text())["front"]) if path.is_file() else None
+
+
 def measure(
     sampler: str,
     n: int,
@@ -202,6 +212,7 @@ def measure(
     ray_cpus=None,
     real_imports=False,
     mlflow_uri=None,
+    loss="flat",
 ) -> dict:
     import optuna
     import yaml
@@ -212,6 +223,7 @@ def measure(
     tree = study_tree(folder, sampler, n, backend, objectives, concurrency, ray_cpus, mlflow_uri)
     path.write_text(yaml.safe_dump(tree, sort_keys=False))
     os.environ["FAKE_FIT_SLEEP"] = str(trial_s)  # a Ray started by this launch inherits it
+    os.environ["FAKE_FIT_LR_BOWL"] = "1" if loss == "lr-bowl" else "0"
     stamps = folder / "stamps.jsonl"
     stamped = functools.partial(stamped_fit.fit, stamps=str(stamps))  # pickled by reference for Ray
     # the stand-in's plain logger, or Lightning's (a real trial's worker imports it, and torch)
@@ -286,7 +298,7 @@ def measure(
     out = {
         "sampler": sampler, "backend": backend, "trials": n, "trial_s": trial_s, "objectives": objectives,
         "concurrency": at_once, "ray_cpus": ray_cpus, "real_imports": real_imports,
-        "mlflow": "server" if mlflow_uri else "sqlite",
+        "mlflow": "server" if mlflow_uri else "sqlite", "loss": loss, "front_size": _front_size(study),
         "exit": code, "finished": len(trials), "wall_s": wall, "trial_phase_s": driver.wall(),
         **_launcher_cpu(backend, driver, ran, marks, trials_cpu, len(at)),
         "sampler_cpu_per_trial_s": meter.cpu["sampler"] / max(1, driver.ends),
@@ -578,7 +590,8 @@ def main(argv=None) -> int:
     for n in (int(x) for x in args.trials.split(",")):
         for sampler in args.samplers.split(","):
             line = measure(sampler, n, args.backend, args.trial_s, args.objectives, args.keep,
-                           args.concurrency, args.ray_cpus, args.real_imports, args.mlflow_uri)  # fmt: skip
+                           args.concurrency, args.ray_cpus, args.real_imports, args.mlflow_uri,
+                           args.loss)  # fmt: skip
             print(json.dumps(line), flush=True)
             if args.jsonl:
                 with open(args.jsonl, "a") as handle:

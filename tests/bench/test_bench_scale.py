@@ -103,9 +103,11 @@ def test_a_ray_launch_measures_its_slots(shared_ray):
 
 def test_a_local_launch_says_what_each_mlflow_request_costs_a_trial():
     """The per-request breakdown sums to the MLflow total, and counts the launcher's usual
-    requests: the child's creation, its batches, its config.yaml and its end."""
-    line = scale.measure("random", 4, "local", 0.0, 2, keep=False)
+    requests: the child's creation, its batches, its config.yaml and its end. With the lr bowl,
+    the points stop tying: a front of at most one point a design (memory is the design's)."""
+    line = scale.measure("random", 4, "local", 0.0, 2, keep=False, loss="lr-bowl")
     assert line["exit"] == 0 and line["finished"] == 4
+    assert line["loss"] == "lr-bowl" and 1 <= line["front_size"] <= 2
     per = line["mlflow_ms_per_trial"]
     used = {k for k, v in per.items() if v > 0}
     assert {"create_run", "log_batch", "write_artifact", "set_terminated"} <= used

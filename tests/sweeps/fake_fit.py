@@ -4,10 +4,13 @@ val_loss: 3.0, minus 0.2 for value_residual designs, plus 0.01 * seed (a tanh ga
 0.01 * seed + 0.05 * (-1)^seed, a difference to the baseline no number of seeds decides);
 peak_mem_mb: 100 (+10 for value_residual). `train.lr >= 1` diverges; `train.min_lr_ratio == 0.5`
 hangs (a polling loop that never ends, like a data loader waiting on dead workers).
-FAKE_FIT_SLEEP (seconds) makes every run take that long (for kill/resume tests). `PROBE` stands
-in for the cost probe: tokens_per_s 1000 for the baseline and 900 otherwise.
+FAKE_FIT_SLEEP (seconds) makes every run take that long (for kill/resume tests). FAKE_FIT_LR_BOWL=1
+adds 0.1 * (log10(lr) + 3)^2 to val_loss: a search over train.lr then has something to find, and
+its points stop tying (bench.scale --loss lr-bowl). `PROBE` stands in for the cost probe:
+tokens_per_s 1000 for the baseline and 900 otherwise.
 """
 
+import math
 import os
 import time
 from types import SimpleNamespace
@@ -39,6 +42,8 @@ def _fit(config, above_final, loggers, callbacks):
     gated = config.model.residual.kind != "none"
     noisy = gated and getattr(config.model.residual, "activation", None) == "tanh"
     loss = 3.0 + 0.05 * (-1) ** config.seed if noisy else 3.0 - 0.2 * gated
+    if os.environ.get("FAKE_FIT_LR_BOWL") == "1":  # best at lr 1e-3, as bench.scale.search_trials
+        loss += 0.1 * (math.log10(config.train.lr) + 3) ** 2
     final = {
         "val_loss": loss + 0.01 * config.seed,
         "train_tokens_per_s": 800.0,
