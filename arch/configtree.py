@@ -16,6 +16,7 @@ Range limits come from field metadata: `field(default=1, metadata={"ge": 1})`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -143,6 +144,13 @@ def _parse_value(tp, value, path: str, issues: list[Issue]):
     raise TypeError(f"configtree cannot parse fields of type {tp!r} (at {path})")
 
 
+@functools.cache
+def _type_hints(cls) -> dict:
+    """`typing.get_type_hints(cls)`, once a class: it evaluates every annotation each call (a
+    launch parses a trial's config for every trial). Read only."""
+    return typing.get_type_hints(cls)
+
+
 def _parse_dataclass(cls, data, path: str, issues: list[Issue]):
     if not isinstance(data, Mapping):
         issues.append(Issue(path, f"given {data!r}; allowed: a mapping"))
@@ -164,7 +172,7 @@ def _parse_dataclass(cls, data, path: str, issues: list[Issue]):
                 return _MISSING
         cls = variant
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     before = len(issues)
     for key in data:
         if key not in fields:

@@ -48,6 +48,14 @@ from trainers.mlflow_names import EXPERIMENT_TAGS
 PACKAGES = ("torch", "lightning", "ray", "optuna", "mlflow", "numpy", "satsweep")
 
 
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's emitter when built: ~4x faster
+
+
+def yaml_text(tree: Mapping) -> str:
+    """`yaml.safe_dump(tree, sort_keys=False)`'s text (a trial's config.yaml is one a trial)."""
+    return yaml.dump(tree, Dumper=_DUMPER, sort_keys=False)
+
+
 def _quiet_mlflow() -> None:
     os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
     import logging
@@ -206,7 +214,7 @@ class Tracker:
         run = self.client.create_run(self.experiment_id, tags=tags)
         self.parent_id = run.info.run_id
         self.log_params(self.parent_id, {key: str(value)[:6000] for key, value in plan.items()})
-        self.log_text(self.parent_id, yaml.safe_dump(dict(study_dict), sort_keys=False), "study.yaml")
+        self.log_text(self.parent_id, yaml_text(dict(study_dict)), "study.yaml")
         return self.parent_id
 
     def finish_parent(self, status: str, summary: Mapping[str, float]) -> None:
@@ -317,7 +325,7 @@ class Tracker:
         run_id = run.info.run_id
         params = {**point, "seed": seed, **design}  # descriptors as params too: MLflow's charts read params
         params = {k: v if isinstance(v, str) else json.dumps(v) for k, v in params.items()}
-        config_yaml = yaml.safe_dump(dict(resolved), sort_keys=False)
+        config_yaml = yaml_text(dict(resolved))
         (later or _now)(self.describe_child, run_id, run.info.artifact_uri, params, config_yaml)
         return run_id
 

@@ -1,5 +1,6 @@
-"""The local backend's garbage collection between trials: after every long trial, after every
-EVERY-th short one (a full collection costs a fixed fraction of a second; issue 52)."""
+"""The local backend's garbage collection between trials: after every long or failed trial, and
+after short ones once they have run 1 / SHARE times the last collection's own time (a full
+collection costs a fraction of a second, growing with the study; issue 52)."""
 
 import datetime
 from types import SimpleNamespace
@@ -13,11 +14,21 @@ def ended(seconds):
     return SimpleNamespace(datetime_start=T0, datetime_complete=T0 + datetime.timedelta(seconds=seconds))
 
 
-def test_short_trials_share_one_collection_and_long_ones_each_get_theirs(monkeypatch):
-    collections = []
-    monkeypatch.setattr(local.gc, "collect", lambda: collections.append(1))
-    collector = local.Collector()
-    for _ in range(2 * local.Collector.EVERY):
+def test_short_trials_share_collections_by_their_cost_and_long_ones_each_get_theirs(monkeypatch):
+    now, collections = [0.0], []
+
+    def collect():  # each collection takes 0.2 s of the fake clock
+        collections.append(now[0])
+        now[0] += 0.2
+
+    monkeypatch.setattr(local.gc, "collect", collect)
+    collector = local.Collector(clock=lambda: now[0])
+    collector(None, ended(0.1))  # the first: what a collection costs is not known yet
+    assert len(collections) == 1
+    for _ in range(95):  # 9.5 s of 0.1 s trials: under 0.2 s / SHARE = 10 s
+        collector(None, ended(0.1))
+    assert len(collections) == 1
+    for _ in range(10):  # past 10 s: one collection, 2% of their time
         collector(None, ended(0.1))
     assert len(collections) == 2
     for _ in range(3):

@@ -101,3 +101,13 @@ def test_a_runs_end_writes_the_curves_handed_back_with_its_final_metrics(tmp_pat
     history = tracker.client.get_metric_history(run_id, "val_loss")
     assert [(m.step, m.value) for m in history] == [(0, 3.0), (1, 2.0), (2, 1.0)]
     assert tracker.client.get_run(run_id).data.metrics["final/val_loss"] == 1.0
+
+
+def test_a_trials_config_yaml_is_the_text_yaml_safe_dump_writes():
+    import yaml
+
+    from sweeps.run.tracking import yaml_text
+    from sweeps.study import load_study
+
+    tree = load_study("studies/gate_granularity.yaml").to_dict()  # every kind of value a config holds
+    assert yaml_text(tree) == yaml.safe_dump(tree, sort_keys=False)
