@@ -38,16 +38,18 @@ class Collector:
     hold (a Lightning trainer keeps its model alive until then), but costs a fraction of a second
     in a process holding torch, Ray and MLflow, growing with the study: after every trial that ran
     `LONG_S` or more (or failed), otherwise once the short trials since the last collection have
-    run 1 / `SHARE` times as long as it took, so that collections cost thousands of short trials
-    about `SHARE` of their time (every 20th trial: 0.29 s each, 12 ms a 0.1 s trial; issue 52)."""
+    run 1 / `SHARE` times as long as it took (before the first: `FIRST_S`), so that collections
+    cost thousands of short trials about `SHARE` of their time (every 20th trial: 0.29 s each,
+    12 ms a 0.1 s trial; issue 52)."""
 
     LONG_S = 5.0
     SHARE = 0.02
+    FIRST_S = 0.25  # what one took in a launcher holding torch and MLflow (0.23-0.29 s, 2 cores)
 
     def __init__(self, clock=time.perf_counter):
         self.clock = clock
         self.since = 0.0  # seconds of short trials since the last collection
-        self.cost = 0.0  # the last collection's seconds (none yet: the first short trial collects)
+        self.cost = self.FIRST_S  # the last collection's seconds
 
     def __call__(self, study, trial) -> None:
         start, end = trial.datetime_start, trial.datetime_complete

@@ -23,9 +23,14 @@ def test_short_trials_share_collections_by_their_cost_and_long_ones_each_get_the
 
     monkeypatch.setattr(local.gc, "collect", collect)
     collector = local.Collector(clock=lambda: now[0])
-    collector(None, ended(0.1))  # the first: what a collection costs is not known yet
-    assert len(collections) == 1
-    for _ in range(95):  # 9.5 s of 0.1 s trials: under 0.2 s / SHARE = 10 s
+    first = local.Collector.FIRST_S / local.Collector.SHARE  # 12.5 s before the first (none measured)
+    for _ in range(int(first / 0.1) - 5):
+        collector(None, ended(0.1))
+    assert not collections  # a study of a few short trials collects none
+    for _ in range(10):
+        collector(None, ended(0.1))
+    assert len(collections) == 1  # it took 0.2 s: the next after 0.2 / SHARE = 10 s of trials
+    for _ in range(95):
         collector(None, ended(0.1))
     assert len(collections) == 1
     for _ in range(10):  # past 10 s: one collection, 2% of their time
