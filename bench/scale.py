@@ -222,8 +222,9 @@ def measure(
     path = folder / "study.yaml"
     tree = study_tree(folder, sampler, n, backend, objectives, concurrency, ray_cpus, mlflow_uri)
     path.write_text(yaml.safe_dump(tree, sort_keys=False))
-    os.environ["FAKE_FIT_SLEEP"] = str(trial_s)  # a Ray started by this launch inherits it
-    os.environ["FAKE_FIT_LR_BOWL"] = "1" if loss == "lr-bowl" else "0"
+    stand_in = {"FAKE_FIT_SLEEP": str(trial_s), "FAKE_FIT_LR_BOWL": "1" if loss == "lr-bowl" else "0"}
+    previous = {key: os.environ.get(key) for key in stand_in}
+    os.environ.update(stand_in)  # a Ray started by this launch inherits them; restored after it
     stamps = folder / "stamps.jsonl"
     stamped = functools.partial(stamped_fit.fit, stamps=str(stamps))  # pickled by reference for Ray
     # the stand-in's plain logger, or Lightning's (a real trial's worker imports it, and torch)
@@ -279,6 +280,11 @@ def measure(
     finally:
         launching.report_fronts = real
         meter.restore()
+        for key, value in previous.items():  # later stand-in fits in this process: as they were
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     wall = time.time() - wall
     trials_cpu = (marks["last"] or 0) - (marks["first"] or 0)
     start = time.time()
