@@ -51,12 +51,26 @@ class MetricBatch:
             mlflow_client.log_batch(run_id=run_id, metrics=pending[i : i + BATCH_LIMIT])
 
 
-class PlainTrialLogger:
+class HandsBack:
+    """The end of both trial loggers (this module's and `sweeps.run.trial_log.TrialLogger`), which
+    hold their metrics in `batch` and write them with `flush`: `finalize` writes what is held, or
+    with `hand_back` keeps it for `take_held` (sweeps.run.worker.execute: the driver writes it)."""
+
+    hand_back = False
+
+    def finalize(self, status: str = "success") -> None:
+        if not self.hand_back:
+            self.flush()
+
+    def take_held(self) -> list:
+        """The metrics still held, for the driver to write with the run's final ones."""
+        return self.batch.take()
+
+
+class PlainTrialLogger(HandsBack):
     """What a fit without Lightning calls on its logger (`log_metrics`, `finalize`) and what the
     worker reads from it (`experiment`, `run_id`, `flush`), as `TrialLogger` does them; like it,
     it never ends the run (the driver does)."""
-
-    hand_back = False  # True: `finalize` keeps what is held for `take_held` (sweeps.run.worker.execute)
 
     def __init__(self, run_id: str, tracking_uri: str):
         self.run_id = run_id
@@ -81,10 +95,3 @@ class PlainTrialLogger:
 
     def flush(self) -> None:
         self.batch.flush(self.experiment, self.run_id)
-
-    def finalize(self, status: str = "success") -> None:
-        if not self.hand_back:
-            self.flush()
-
-    def take_held(self) -> list:
-        return self.batch.take()

@@ -7,12 +7,12 @@ from lightning.fabric.utilities.logger import _add_prefix
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
-from sweeps.run.plain_log import FLUSH_EVERY_S, MetricBatch
+from sweeps.run.plain_log import FLUSH_EVERY_S, HandsBack, MetricBatch
 
 __all__ = ["FLUSH_EVERY_S", "TrialLogger"]
 
 
-class TrialLogger(MLFlowLogger):
+class TrialLogger(HandsBack, MLFlowLogger):
     """The driver owns a child run's status (`sweeps.run.driver.Driver.end`: FINISHED, FAILED, or
     KILLED for a run ASHA stopped). Lightning's logger sets FINISHED when training returns, and in
     a data-parallel trial on Ray Train that can land after the driver's KILLED (seen in the
@@ -20,27 +20,17 @@ class TrialLogger(MLFlowLogger):
 
     Metrics are held and written in one request at most every `FLUSH_EVERY_S` seconds, and at the
     end (`finalize`, which Lightning calls on success and on failure, and `sweeps.run.worker`
-    calls again after every fit): `MetricBatch`."""
-
-    hand_back = False  # True: `finalize` keeps what is held for `take_held` (sweeps.run.worker.execute)
+    calls again after every fit): `MetricBatch`; `HandsBack` for the end."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._batch = MetricBatch()
+        self.batch = MetricBatch()
 
     @rank_zero_only
     def log_metrics(self, metrics, step: int | None = None) -> None:
-        if self._batch.add(_add_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR), step):
+        if self.batch.add(_add_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR), step):
             self.flush()
 
     @rank_zero_only
     def flush(self) -> None:
-        self._batch.flush(self.experiment, self.run_id)
-
-    def finalize(self, status: str = "success") -> None:
-        if not self.hand_back:
-            self.flush()
-
-    def take_held(self) -> list:
-        """The metrics still held, for the driver to write with the run's final ones (`hand_back`)."""
-        return self._batch.take()
+        self.batch.flush(self.experiment, self.run_id)
