@@ -201,7 +201,8 @@ def execute(
     (docs/bench/scale.md). A trial interrupted meanwhile writes them here, as before."""
     start = time.time()
     fit = fit or default_fit()
-    if getattr(fit, "without_lightning", False):
+    plain = getattr(fit, "without_lightning", False)
+    if plain:
         logger = PlainTrialLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
     else:
         from sweeps.run.trial_log import TrialLogger  # Lightning's logger: where the trial trains
@@ -209,7 +210,7 @@ def execute(
         logger = TrialLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
     logger.hand_back = hand_back and task.config.train.workers == 1  # spawned ranks log on their own
     try:
-        outcome = _execute(task, report, fit, logger, start)
+        outcome = _execute(task, report, fit, logger, start, plain)
     except BaseException:  # Ctrl-C: the driver gets no outcome, so the held metrics go now
         if logger.hand_back:
             _flush(logger)
@@ -219,9 +220,10 @@ def execute(
     return outcome
 
 
-def _execute(task: TrialTask, report: Report | None, fit: Callable, logger, start: float) -> Outcome:
+def _execute(
+    task: TrialTask, report: Report | None, fit: Callable, logger, start: float, plain: bool
+) -> Outcome:
     config = task.config
-    plain = getattr(fit, "without_lightning", False)
     clock = Stopwatch()
     if config.train.workers == 1:  # spawned data-parallel workers pickle the logger: left plain
         for name in ("log_metrics", "log_hyperparams", "flush"):
