@@ -259,7 +259,8 @@ class Tracker:
         self,
         tags: Mapping[str, Mapping[str, str]],
         metrics: Mapping[str, Mapping[str, float]] | None = None,
-        mark: str | None = None,
+        *,
+        mark: str,
         tail: Collection[str] = (),
     ) -> int:
         """Tags ({run id: {key: value}}) and metrics (step 0) of many of the study's children, each
@@ -267,7 +268,8 @@ class Tracker:
         report again over the same trials, a resumed launch's report, writes nothing new).
         `mark`: a tag every run's `tags` hold; only the runs already carrying it are read back
         (the others hold none of these values yet). `tail`: runs written only where they carry
-        `mark` already (an earlier write brought up to date; the rest left as they are).
+        `mark` already, i.e. were read back (an earlier write brought up to date; the rest left
+        as they are).
         Returns the number of runs written."""
         from mlflow.entities import Metric, RunTag
 
@@ -279,7 +281,7 @@ class Tracker:
             want_tags = {key: str(value) for key, value in tags.get(run_id, {}).items()}
             want_metrics = {key: float(value) for key, value in metrics.get(run_id, {}).items()}
             run = known.get(run_id)
-            if run_id in tail and (run is None or mark not in run.data.tags):
+            if run_id in tail and run is None:
                 continue
             if run is not None:
                 want_tags = {k: v for k, v in want_tags.items() if run.data.tags.get(k) != v}
