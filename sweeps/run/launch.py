@@ -47,8 +47,7 @@ from sweeps.run.preflight import preflight
 from sweeps.run.probe import Probe, speed_from_trials
 from sweeps.run.probe_device import resident_on_device
 from sweeps.run.progress import Progress
-from sweeps.run.store_template import prepare_store
-from sweeps.run.tracking import Tracker, ui_hint, ui_links
+from sweeps.run.tracking import Tracker, open_store, ui_hint, ui_links
 from sweeps.study import Study, load_study
 from sweeps.study.load import save_resolved
 from sweeps.study.run_record import RunRecord
@@ -149,7 +148,7 @@ def launch(plan: StudyPlan | Study, fit: Callable | None = None, stream=None, pr
     # MLflow's store opens (its imports, a new database's tables) while Ray starts, where the
     # machine was checked at load; a cluster's resources are checked before anything is created.
     # A new SQLite store is a copy of an empty one (sweeps.run.store_template), not MLflow's migrations.
-    store = threading.Thread(target=prepare_store, args=(study.mlflow_uri(),), daemon=True)
+    store = threading.Thread(target=open_store, args=(study.mlflow_uri(),), daemon=True)
     if backend.checks_machine(study):
         store.start()
     try:

@@ -7,10 +7,16 @@ database of this MLflow version is made once, kept beside the kept-Ray record
 (~/.cache/sweeps/mlflow-<version>-empty.db), and copied; the copy's Default experiment gets the
 artifact folder MLflow would have given it (./mlruns/0 of the launch's working folder). The
 project's own experiments name their artifact folder themselves (sweeps.run.tracking).
+
+Every client the project opens (`sweeps.run.tracking.client`: the launcher's, a worker's, the
+trial loggers') seeds a new SQLite store this way, so a store is never made by migrations twice
+on one machine.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import shutil
 import sqlite3
@@ -18,9 +24,14 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from sweeps.run.tracking import open_store
-
 SQLITE = "sqlite:///"
+
+
+def quiet_mlflow() -> None:
+    """MLflow's INFO lines (a new database's migrations) off; its async logging off unless asked."""
+    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def template_path() -> Path:
@@ -34,7 +45,11 @@ def _template() -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
             made = Path(tmp) / "empty.db"
-            open_store(SQLITE + str(made))
+            quiet_mlflow()
+            from mlflow.tracking import MlflowClient  # MLflow's imports only where a store is made
+
+            with contextlib.suppress(Exception):  # errors: left to the client that opens the copy
+                MlflowClient(tracking_uri=SQLITE + str(made)).search_experiments(max_results=1)
             if made.exists():
                 made.replace(path)  # atomic: another launch making it too leaves one whole file
     return path
@@ -66,9 +81,3 @@ def seed_store(uri: str) -> bool:
     finally:
         tmp.unlink(missing_ok=True)
     return True
-
-
-def prepare_store(uri: str) -> None:
-    """`seed_store`, then MLflow's store opened once (sweeps.run.tracking.open_store)."""
-    seed_store(uri)
-    open_store(uri)

@@ -41,6 +41,7 @@ from typing import Any
 
 import yaml
 
+from sweeps.run.store_template import quiet_mlflow, seed_store
 from sweeps.study.space import point_name
 from trainers.machine import kernels
 from trainers.mlflow_names import EXPERIMENT_TAGS
@@ -56,18 +57,13 @@ def yaml_text(tree: Mapping) -> str:
     return yaml.dump(tree, Dumper=_DUMPER, sort_keys=False)
 
 
-def _quiet_mlflow() -> None:
-    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
-    import logging
-
-    for name in ("mlflow", "alembic"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
 def client(uri: str):
-    _quiet_mlflow()
+    """MLflow's client of `uri`; a SQLite database that does not exist yet starts as a copy of an
+    empty one (sweeps.run.store_template: a file copy, not MLflow's ~50 migrations)."""
+    quiet_mlflow()
     from mlflow.tracking import MlflowClient
 
+    seed_store(uri)
     return MlflowClient(tracking_uri=uri)
 
 

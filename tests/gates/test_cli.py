@@ -5,6 +5,7 @@ import json
 import pytest
 
 from gates import cli as analyze
+from sweeps.run.store_template import seed_store
 from tests.factories import text_data, tiny_trial
 from trainers.fit import fit
 
@@ -52,7 +53,9 @@ def test_static_trial_reports_its_coefficients(tmp_path):
 
 
 def test_missing_target_exits_2(tmp_path, capsys):
-    assert analyze.main(["no-such-run-or-file", "--tracking-uri", f"sqlite:///{tmp_path}/m.db"]) == 2
+    uri = f"sqlite:///{tmp_path}/m.db"
+    seed_store(uri)  # the tables from the launcher's empty store, not MLflow's migrations (seconds)
+    assert analyze.main(["no-such-run-or-file", "--tracking-uri", uri]) == 2
     assert "cannot load 'no-such-run-or-file'" in capsys.readouterr().err
 
 

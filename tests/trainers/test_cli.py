@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sweeps.run.store_template import seed_store
 from trainers.train import flatten, main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,6 +56,7 @@ def test_cli_logs_to_mlflow(tmp_path, corpus_dir, capsys):
     path = tmp_path / "t.yaml"
     path.write_text(yaml.safe_dump(trial))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    seed_store(uri)  # the tables from the launcher's empty store, not MLflow's migrations (seconds)
     assert main([str(path), "--tracking-uri", uri, "--experiment", "cli-test"]) == 0
     out = capsys.readouterr().out
     assert "val_loss" in out and "train_tokens_per_s" in out

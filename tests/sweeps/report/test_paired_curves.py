@@ -64,9 +64,10 @@ def test_histories_read_in_bulk_equal_the_per_run_reads_in_fewer_requests(tmp_pa
     from mlflow.tracking import MlflowClient
 
     from sweeps.report import paired_curves
+    from sweeps.run.tracking import client
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    writer = MlflowClient(uri)
+    writer = client(uri)  # a new store: a copy of the empty one (sweeps.run.store_template)
     experiment = writer.create_experiment("bulk")
     runs = [writer.create_run(experiment).info.run_id for _ in range(7)]
     for i, run_id in enumerate(runs[:-1]):  # the last run logs nothing

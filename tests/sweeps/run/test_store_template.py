@@ -28,3 +28,16 @@ def test_a_new_sqlite_store_is_a_working_copy_of_the_empty_one(tmp_path, monkeyp
     assert not store_template.seed_store("http://127.0.0.1:5000")
     assert not store_template.seed_store(f"sqlite:///{tmp_path / 'nowhere' / 'mlflow.db'}")
     assert not list(Path(tmp_path / "a").glob(".*.tmp"))
+
+
+def test_the_projects_client_seeds_a_new_sqlite_store_and_leaves_an_existing_one(tmp_path, monkeypatch):
+    template = tmp_path / "cache" / "mlflow-empty.db"
+    monkeypatch.setattr(store_template, "template_path", lambda: template)
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    c = client(uri)
+    assert template.is_file() and (tmp_path / "mlflow.db").is_file()  # the empty one made, then copied
+    c.create_experiment("e")
+    client(uri).create_experiment("f")  # an existing store is opened, not copied over
+    assert {e.name for e in client(uri).search_experiments()} == {"Default", "e", "f"}
+    assert not store_template.seed_store(uri)

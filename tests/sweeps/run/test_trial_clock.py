@@ -3,8 +3,7 @@ subtracts the first and adds the second to measure the launcher's cost per trial
 
 import time
 
-from mlflow.tracking import MlflowClient
-
+from sweeps.run.tracking import client as tracking_client
 from sweeps.run.worker import TrialTask, execute
 from tests.sweeps import fake_fit
 from trainers.config import TrialConfig
@@ -12,7 +11,7 @@ from trainers.config import TrialConfig
 
 def test_fit_s_and_logging_s_time_the_fit_call_and_the_launchers_work_inside_it(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    client = MlflowClient(uri)
+    client = tracking_client(uri)  # a new store: a copy of the empty one
     run = client.create_run(client.create_experiment("clock"))
     config = TrialConfig.from_dict({"model": {"preset": "tiny"}, "train": {"tokens": 4096}})
 

@@ -15,10 +15,10 @@ LOGGERS = [TrialLogger, PlainTrialLogger]
 
 @pytest.fixture
 def run(tmp_path):
-    from mlflow.tracking import MlflowClient
+    from sweeps.run.tracking import client as mlflow_client
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(uri)
+    client = mlflow_client(uri)  # a new store: a copy of the empty one (sweeps.run.store_template)
     experiment = client.create_experiment("t")
     return uri, client, client.create_run(experiment).info.run_id
 
