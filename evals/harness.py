@@ -9,6 +9,7 @@ Importing this module imports nothing of lm-eval; its functions import it when c
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import math
 import re
@@ -83,6 +84,7 @@ def score(lm, manager, tasks: list[str], limit=None, num_fewshot=None, log_sampl
     `satsweep.context_start` in the results says which token every context started with."""
     from lm_eval import simple_evaluate
 
+    _environment_read_once()
     results = simple_evaluate(
         model=lm,
         tasks=tasks,
@@ -97,6 +99,16 @@ def score(lm, manager, tasks: list[str], limit=None, num_fewshot=None, log_sampl
     )
     results["satsweep"] = {"context_start": lm.context_start}
     return results
+
+
+def _environment_read_once() -> None:
+    """lm-eval records the machine's environment in every result through torch's `collect_env`,
+    which runs `pip list` and the drivers' tools: 1-3 s a call, every scored run. It cannot change
+    within one process, so a worker scoring run after run reads it once (lm-eval has no switch)."""
+    from torch.utils import collect_env
+
+    if not hasattr(collect_env.get_pretty_env_info, "cache_info"):
+        collect_env.get_pretty_env_info = functools.cache(collect_env.get_pretty_env_info)
 
 
 def write_results(results: dict, path: Path) -> Path:

@@ -45,6 +45,7 @@ def test_scores_a_checkpoint_above_chance_with_the_models_own_loglikelihoods(tra
     assert main([*argv, "--json", str(out), "--log-samples", "--batch-size", "3"]) == 0
     results = json.loads(out.read_text())
     assert results["satsweep"]["context_start"]["token"] == "\n"
+    assert results["pretty_env_info"].startswith("PyTorch version")  # read once a process, still recorded
     assert results["results"]["toy_choice"]["acc,none"] > 0.5  # chance: 0.25
     assert results["results"]["toy_recall"]["exact_match,none"] > 0.5  # chance: ~0
     _, model, _ = load_trial(str(trained))
@@ -59,10 +60,11 @@ def test_scores_a_checkpoint_above_chance_with_the_models_own_loglikelihoods(tra
 
 def test_scores_an_mlflow_run_and_logs_every_metric_to_it(trained, tasks, tmp_path):
     import mlflow
-    from mlflow.tracking import MlflowClient
+
+    from sweeps.run.tracking import client as mlflow_client
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(uri)
+    client = mlflow_client(uri)  # a new store: a copy of the empty one (sweeps.run.store_template)
     run = client.create_run(client.create_experiment("evals-test"))
     client.log_artifact(run.info.run_id, str(trained), artifact_path=CHECKPOINT_FOLDER)
     argv = [run.info.run_id, "--tasks", "toy_choice", "--include-path", str(tasks), "--tracking-uri", uri]
