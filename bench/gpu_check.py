@@ -132,7 +132,7 @@ def two_trial_study(shards: str, out: str) -> dict:
 # --- the checks (CUDA) --------------------------------------------------------------------------
 
 
-def write_shards(folder: Path) -> str:
+def write_shards(folder: Path, vocab: int = VOCAB) -> str:
     """Random token shards in the layout trainers.data.shards reads (speed and memory do not
     depend on the text)."""
     import numpy as np
@@ -140,8 +140,8 @@ def write_shards(folder: Path) -> str:
     rng = np.random.default_rng(0)
     folder.mkdir(parents=True, exist_ok=True)
     for split, n in (("train", 4_000_000), ("val", 200_000)):
-        rng.integers(0, VOCAB, n, dtype=np.uint16).tofile(folder / f"{split}_000.bin")
-    (folder / "meta.json").write_text(json.dumps({"vocab_size": VOCAB, "dtype": "uint16"}))
+        rng.integers(0, vocab, n, dtype=np.uint16).tofile(folder / f"{split}_000.bin")
+    (folder / "meta.json").write_text(json.dumps({"vocab_size": vocab, "dtype": "uint16"}))
     return str(folder)
 
 

@@ -10,39 +10,55 @@ ROOT = Path(__file__).resolve().parents[3]
 
 CODE = """
 import sys
-from mlflow.tracking import MlflowClient
 import sweeps.run.backends.ray.trainable  # what a Ray worker imports for a trial
+from sweeps.run.tracking import client
 from sweeps.run.worker import TrialTask, execute
 from tests.factories import tiny_trial
 from tests.sweeps import fake_fit
 from trainers.config import TrialConfig
 
 uri = "sqlite:///" + sys.argv[1]
-c = MlflowClient(uri)
+c = client(uri)  # a new store: a copy of the empty one
 run_id = c.create_run(c.create_experiment("t")).info.run_id
-task = TrialTask(number=0, run_id=run_id, tracking_uri=uri, config=TrialConfig.from_dict(tiny_trial()),
-                 keep_checkpoint=False)
+task = TrialTask(number=0, run_id=run_id, tracking_uri=uri, config=TrialConfig.from_dict(tiny_trial()))
 reports = []
-fit = fake_fit.fit
-if sys.argv[2] == "unmarked":  # the same stand-in without its marker
-    fit = lambda config, **kwargs: fake_fit.fit(config, **kwargs)
-outcome = execute(task, report=reports.append, fit=fit)
+outcome = execute(task, report=reports.append, fit=fake_fit.fit)
 print(outcome.status, len(reports), len(c.get_metric_history(run_id, "val_loss")),
       sorted(m for m in ("lightning", "torch") if m in sys.modules))
 """
 
 
-def run(tmp_path, which: str) -> str:
-    out = subprocess.run(
-        [sys.executable, "-c", CODE, str(tmp_path / "mlflow.db"), which],
-        cwd=ROOT, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return out.stdout.strip().splitlines()[-1]
-
-
 def test_a_stand_in_trial_reports_and_logs_without_lightning_or_torch(tmp_path):
-    assert run(tmp_path, "marked") == "ok 4 4 []"  # four evaluations: four reports, four points logged
+    out = subprocess.run(
+        [sys.executable, "-c", CODE, str(tmp_path / "mlflow.db")], cwd=ROOT, capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
+    assert out.stdout.strip().splitlines()[-1] == "ok 4 4 []"  # four evaluations: four reports, four points
 
 
 def test_a_fit_that_does_not_say_so_gets_lightnings_logger(tmp_path):
-    assert run(tmp_path, "unmarked") == "ok 4 4 ['lightning', 'torch']"
+    """In this process (Lightning is imported here anyway): the same stand-in without its marker
+    gets Lightning's logger and callback, and reports and logs the same."""
+    from lightning.pytorch.callbacks import Callback
+    from lightning.pytorch.loggers import Logger
+
+    from sweeps.run.tracking import client
+    from sweeps.run.worker import TrialTask, execute
+    from tests.factories import tiny_trial
+    from tests.sweeps import fake_fit
+    from trainers.config import TrialConfig
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    c = client(uri)
+    run_id = c.create_run(c.create_experiment("t")).info.run_id
+    task = TrialTask(number=0, run_id=run_id, tracking_uri=uri, config=TrialConfig.from_dict(tiny_trial()))
+    given, reports = {}, []
+
+    def unmarked(config, **kwargs):  # the stand-in, without `without_lightning`
+        given.update(kwargs)
+        return fake_fit.fit(config, **kwargs)
+
+    outcome = execute(task, report=reports.append, fit=unmarked)
+    assert (outcome.status, len(reports), len(c.get_metric_history(run_id, "val_loss"))) == ("ok", 4, 4)
+    assert [isinstance(x, Logger) for x in given["loggers"]] == [True]
+    assert [isinstance(x, Callback) for x in given["callbacks"]] == [True]
