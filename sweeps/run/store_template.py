@@ -60,7 +60,10 @@ def seed_store(uri: str) -> bool:
     True when it did. Any other store (or an existing file) is left to MLflow."""
     if not uri.startswith(SQLITE):
         return False
-    path = Path(uri[len(SQLITE) :])
+    name = uri[len(SQLITE) :].split("?")[0]
+    if name in ("", ":memory:"):  # SQLite's database in memory: nothing to copy
+        return False
+    path = Path(name)
     if path.exists() or not path.parent.is_dir():
         return False
     template = _template()

@@ -27,6 +27,7 @@ def test_a_new_sqlite_store_is_a_working_copy_of_the_empty_one(tmp_path, monkeyp
     assert template.stat().st_mtime_ns == made  # made once
     assert not store_template.seed_store("http://127.0.0.1:5000")
     assert not store_template.seed_store(f"sqlite:///{tmp_path / 'nowhere' / 'mlflow.db'}")
+    assert not store_template.seed_store("sqlite:///:memory:") and not (tmp_path / ":memory:").exists()
     assert not list(Path(tmp_path / "a").glob(".*.tmp"))
 
 
