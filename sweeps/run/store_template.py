@@ -8,9 +8,9 @@ database of this MLflow version is made once, kept beside the kept-Ray record
 artifact folder MLflow would have given it (./mlruns/0 of the launch's working folder). The
 project's own experiments name their artifact folder themselves (sweeps.run.tracking).
 
-Every client the project opens (`sweeps.run.tracking.client`: the launcher's, a worker's, the
-trial loggers') seeds a new SQLite store this way, so a store is never made by migrations twice
-on one machine.
+Every client opened through `sweeps.run.tracking.client` (the launcher's, a worker's, the trial
+loggers') seeds a new SQLite store this way. The trainers', evals' and gates' command lines open
+theirs through MLflow directly, which runs the migrations for a new database.
 """
 
 from __future__ import annotations
