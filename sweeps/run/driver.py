@@ -14,7 +14,8 @@ MLflow requests that nothing waits on (a child's params and config, its final me
 are made in order on one thread of their own: with Ray they were most of the Tune loop's time
 a trial (each request waits on SQLite's lock while trials write their metrics), which held up
 every slot's next trial (docs/bench/scale.md, "Dozens at once"). The run itself is created at
-once: the trial needs its id.
+once: the trial needs its id. A run's end is held on disk until it lands
+(sweeps.run.pending_finishes): Optuna is told before it, and a kill in between loses none of it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from sweeps.report.costs import OWN_SPEED
 from sweeps.run import resume
 from sweeps.run.eval_checks import include_path
+from sweeps.run.pending_finishes import PendingFinishes
 from sweeps.run.plan import Plan, RunSpec
 from sweeps.run.progress import Progress
 from sweeps.run.time_budget import TimeBudget
@@ -51,6 +53,7 @@ class Driver:
         self.time_budget = TimeBudget(plan.study, probe) if plan.study.budget.time is not None else None
         self.writes: ThreadPoolExecutor | None = None
         self.pending: list[Future] = []
+        self.held = PendingFinishes(plan.study.results_dir())
 
     def __getstate__(self):  # Ray Tune pickles its searcher (and so this) with the Tuner
         return {**self.__dict__, "writes": None, "pending": []}
@@ -143,11 +146,16 @@ class Driver:
             RunRecord.write(run.trial, fail_reason=status, error=error[:2000])
         run_id = self.run_ids.pop(run.number)
         resume.forget(self.folders.pop(run.number, None))  # ended: nothing to resume
-        finish, curves = self.tracker.finish_child, outcome.unwritten  # the logger's last metrics, if held
-        self.later(finish, run_id, status, dict(outcome.metrics), error, wall_s=wall, curves=curves)
+        curves = outcome.unwritten  # the logger's last metrics, if held
+        end = (run_id, status, dict(outcome.metrics), error, wall, curves)
+        self.later(self._finish, self.held.hold(*end), *end)  # on disk before Optuna is told
         self.progress.total = self.plan.target  # adaptive seeds may have planned more runs
         self.progress.finished(run.number, run.point, status, outcome.metrics, wall, error, outcome.wall_s)
         return values
+
+    def _finish(self, held, run_id, status, metrics, error, wall_s, curves) -> None:
+        self.tracker.finish_child(run_id, status, metrics, error, wall_s=wall_s, curves=curves)
+        self.held.done(held)
 
     def interrupt(self, run: RunSpec, reason: str = "launch interrupted") -> None:
         RunRecord.write(run.trial, fail_reason=INTERRUPTED)

@@ -42,6 +42,7 @@ from sweeps.run.backends.ray import kept
 from sweeps.run.driver import Driver
 from sweeps.run.dry_run import plan_text
 from sweeps.run.memory import memory_plan, table_lines
+from sweeps.run.pending_finishes import PendingFinishes
 from sweeps.run.plan import Plan
 from sweeps.run.preflight import preflight
 from sweeps.run.probe import Probe, speed_from_trials
@@ -174,6 +175,7 @@ def _run(resolved, fit, stream, launch_id, backend, cluster, probe, costs: dict)
     tracker = Tracker(study.mlflow_uri(), study.experiment_name, study.name, launch_id)
     running = [t for t in plan.trials() if t.state == TrialState.RUNNING]
     open_runs = {RunRecord.of(t).mlflow_run_id for t in running}
+    ended = PendingFinishes(study.results_dir()).write_left(tracker)  # runs' ends a kill cut off
     orphans = tracker.close_orphans(keep=open_runs, parents=not plan.shared)
     done_before = plan.done()
     n = backend.concurrency(study, *(cluster or (None, None)))
@@ -192,6 +194,7 @@ def _run(resolved, fit, stream, launch_id, backend, cluster, probe, costs: dict)
             f"resuming {study.name}: {done_before} of {plan.target} trials done; "
             f"{len(recovered)} interrupted trial(s) marked failed and queued again; "
             f"{len(orphans)} orphaned MLflow run(s) closed"
+            + (f"; {len(ended)} ended run(s) written to MLflow" if ended else "")
         )
     progress.say(f"{plan.remaining()} trial(s) to run, {n} at a time; MLflow parent run {tracker.parent_id}")
     if probe is None:

@@ -62,10 +62,10 @@ def artifacts(study, run) -> list[str]:
     return out
 
 
-def start(path):
+def start(path, **env_extra):
     """The launcher with the stand-in fit in a subprocess (tests.sweeps.fake_launch), each run
-    taking 1.5 s, so that a signal can land mid-trial."""
-    env = {**os.environ, "FAKE_FIT_SLEEP": "1.5", "PYTHONPATH": str(ROOT)}
+    taking 1.5 s, so that a signal can land mid-trial; `env_extra`: more of its environment."""
+    env = {**os.environ, "FAKE_FIT_SLEEP": "1.5", "PYTHONPATH": str(ROOT), **env_extra}
     return subprocess.Popen(
         [sys.executable, "-m", "tests.sweeps.fake_launch", str(path)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

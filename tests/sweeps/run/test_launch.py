@@ -150,7 +150,9 @@ def test_resume_after_ctrl_c_and_after_kill_9_ends_exactly_at_the_total(tmp_path
     wait_for_complete(study, 2, second)
     second.kill()  # SIGKILL: no chance to clean up
     second.wait(30)
-    killed = [r for r in mlflow_runs(study, "trial") if r.info.status == "RUNNING"]
+    held = {p.stem for p in (study.results_dir() / "mlflow-pending").glob("*.json")}  # ends not yet written
+    running = [r for r in mlflow_runs(study, "trial") if r.info.status == "RUNNING"]
+    killed = [r for r in running if r.info.run_id not in held]
     assert len(killed) == 1
 
     assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
@@ -173,6 +175,28 @@ def test_resume_after_ctrl_c_and_after_kill_9_ends_exactly_at_the_total(tmp_path
     assert len(finished) == 4
     parents = sorted(mlflow_runs(study, "parent"), key=lambda r: r.info.start_time)
     assert [p.info.status for p in parents] == ["KILLED", "KILLED", "FINISHED"]
+
+
+def test_a_kill_before_a_finished_runs_mlflow_write_lands_loses_none_of_it(tmp_path):
+    path = write_study(tmp_path, repeats=1)
+    study = load_study(path)
+    proc = start(path, FAKE_FINISH_DELAY="60")  # every child's final MLflow write waits past the kill
+    wait_for_complete(study, 1, proc)  # Optuna holds trial 0 COMPLETE; its MLflow run is unwritten
+    proc.kill()
+    proc.wait(30)
+    (done,) = [t for t in optuna_trials(study) if t.state == TrialState.COMPLETE]
+    run_id = RunRecord.of(done).mlflow_run_id
+    assert client(study.mlflow_uri()).get_run(run_id).info.status == "RUNNING"
+
+    assert launch(study, fit=fake_fit.fit, probe=fake_fit.PROBE) == 0
+
+    run = client(study.mlflow_uri()).get_run(run_id)  # written by the next launch, not closed as killed
+    assert run.info.status == "FINISHED" and run.data.tags["sweep.status"] == "ok"
+    assert run.data.metrics["final/val_loss"] == done.values[0]
+    assert run.data.metrics["sweep/wall_s"] > 0
+    statuses = Counter(r.data.tags["sweep.status"] for r in mlflow_runs(study, "trial"))
+    assert statuses == {"ok": 2, "interrupted": 1}  # the run the kill cut short, run again
+    assert not list((study.results_dir() / "mlflow-pending").iterdir())
 
 
 def test_ray_backend_gives_the_same_records_as_local(tmp_path, shared_ray):
