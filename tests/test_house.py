@@ -119,12 +119,14 @@ def _explained(lines: list[str], index: int) -> bool:
 
 
 def test_the_launcher_starts_without_what_only_trials_and_reports_need():
-    """`python -m sweeps.launch` imports the study, the backends and the report at start: Lightning
-    (the trials' trainer, in the trials' processes), scikit-learn and pandas (optuna's importance
+    """`python -m sweeps.launch` imports the study, the backends and the report at start: torch and
+    Lightning (the trials' trainer, in the trials' processes; torch also for the cost probe and a GPU
+    study's memory plan, when they run here), scikit-learn and pandas (optuna's importance
     evaluators, at the report) cost seconds of every launch's fixed cost (docs/bench/launch_costs.md)."""
     code = (
         "import sys, sweeps.run.launch; "
-        "print(sorted(m for m in ('lightning', 'sklearn', 'pandas', 'matplotlib') if m in sys.modules))"
+        "print(sorted(m for m in ('lightning', 'torch', 'sklearn', 'pandas', 'matplotlib') "
+        "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout

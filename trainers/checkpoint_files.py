@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 
 PATTERN = re.compile(r"^step(\d+)\.ckpt$")
 DIGEST = ".sha256"
@@ -27,6 +26,8 @@ DIGEST = ".sha256"
 def rng_states() -> dict:
     """torch's (CPU and every CUDA device's), numpy's and Python's global RNG states, in types that
     `torch.load(weights_only=True)` (Lightning's default on resume) accepts."""
+    import torch  # here, not at the top: the launcher finds checkpoints without torch
+
     name, keys, pos, has_gauss, cached = np.random.get_state()
     return {
         "torch": torch.get_rng_state(),
@@ -37,6 +38,8 @@ def rng_states() -> dict:
 
 
 def set_rng_states(states: dict) -> None:
+    import torch  # here, not at the top: the launcher finds checkpoints without torch
+
     torch.set_rng_state(states["torch"])
     if states["cuda"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])
@@ -65,6 +68,8 @@ def _write_atomically(path: Path, write) -> None:
 
 def write_checkpoint(checkpoint: dict, path: str | os.PathLike) -> None:
     """torch.save, written then renamed, then the digest file."""
+    import torch  # here, not at the top: the launcher finds checkpoints without torch
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_atomically(path, lambda f: torch.save(checkpoint, f))

@@ -18,12 +18,9 @@ import copy
 import json
 from collections.abc import Mapping
 
-import torch
-
 from arch.configtree import ConfigError, Issue, join
 from trainers.config import TokenDataConfig, TrialConfig
 from trainers.data.shard_folder import folder_defects
-from trainers.loss import FUSED_PACKAGE, fused_available
 
 
 def issues(cfg: TrialConfig, path: str = "") -> list[Issue]:
@@ -101,6 +98,10 @@ def _fused_loss_issues(cfg: TrialConfig, path: str) -> list[Issue]:
     """`train.loss: fused` needs CUDA and liger-kernel on the machine that loads the config."""
     if cfg.train.loss != "fused":
         return []
+    import torch  # only for the fused loss: the launcher's preflight otherwise runs without torch
+
+    from trainers.loss import FUSED_PACKAGE, fused_available  # (imports torch)
+
     if not torch.cuda.is_available():
         return [
             Issue(

@@ -21,8 +21,6 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 
-import torch
-
 
 @dataclasses.dataclass
 class Timings:
@@ -41,6 +39,8 @@ class Timings:
 
 
 def sync(device) -> None:
+    import torch  # here, not at the top: the launcher reads `paired_ratios` without torch
+
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -57,6 +57,8 @@ def interleaved(
     keeps those rounds' rotation. `threads`: torch CPU threads for some names (others run at the
     current setting). A step with `enter` and `leave` methods has them called, untimed, before and
     after its turn in a round (the cost probe parks a model off the device between its turns)."""
+    import torch  # here, not at the top: the launcher reads `paired_ratios` without torch
+
     names = list(steps)
     default_threads = torch.get_num_threads()
     wall: dict[str, list[float]] = {n: [] for n in names}

@@ -26,14 +26,15 @@ import json
 import math
 import time
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from arch.configtree import ConfigError, Issue
 from sweeps.study.study_plan import Split
-from trainers.loss import resolve_loss
-from trainers.memory_fit import GIB, MemoryFit, Prediction, fit
-from trainers.memory_probe import Measurements, measure
+
+if TYPE_CHECKING:
+    from trainers.memory_fit import MemoryFit, Prediction
+
+GIB = 1 << 30  # trainers.memory_fit's, which imports torch (see _torch)
 
 # The share of a GPU the predicted peak may use. The CPU meter counts tensors only: the CUDA context
 # (~0.5-1 GiB), the caching allocator's fragmentation (reserved above allocated), cuBLAS and attention
@@ -77,14 +78,26 @@ def gpu_budget(study) -> tuple[float | None, str]:
     """(bytes the predicted peak may use, where the GPU's size comes from), (None, why) without one."""
     if study.resources.gpu_memory_gb is not None:
         size, where = study.resources.gpu_memory_gb * GIB, "resources.gpu_memory_gb"
-    elif torch.cuda.is_available():
-        size, where = torch.cuda.get_device_properties(0).total_memory, torch.cuda.get_device_name(0)
     else:
-        return None, "no resources.gpu_memory_gb and no CUDA device here: not checked"
+        cuda = _torch().cuda
+        if not cuda.is_available():
+            return None, "no resources.gpu_memory_gb and no CUDA device here: not checked"
+        size, where = cuda.get_device_properties(0).total_memory, cuda.get_device_name(0)
     return size * HEADROOM, f"{size / GIB:g} GiB ({where}) x {HEADROOM} headroom"
 
 
+def _torch():
+    """torch, imported when a plan is made or a GPU asked about: a launch that needs neither (a CPU
+    study on Ray) starts without it (2.4 s of its imports, docs/bench/launch_costs.md)."""
+    import torch
+
+    return torch
+
+
 def setup_of(cfg, blocks: bool | None = None) -> Setup:
+    from trainers.loss import resolve_loss  # imports torch: see _torch
+
+    torch = _torch()
     rows = cfg.train.batch_size // cfg.train.workers
     precision = "bf16-mixed" if cfg.train.precision == "auto" else cfg.train.precision
     asked = resolve_loss(cfg.train.loss, torch.device("cuda"), rows, cfg.data.seq_len, cfg.model.vocab_size)
@@ -105,7 +118,7 @@ def cache_path(study) -> Path:
 def _key(cfg, setup: Setup, up_to: int) -> str:
     what = {
         "version": CACHE_VERSION,
-        "torch": torch.__version__,
+        "torch": _torch().__version__,
         "model": cfg.model.to_dict() if hasattr(cfg.model, "to_dict") else dataclasses.asdict(cfg.model),
         "precision": setup.precision,
         "loss": setup.loss,
@@ -129,6 +142,10 @@ class Plans:
         self.measured_s = 0.0
 
     def fit_of(self, cfg, setup: Setup) -> MemoryFit:
+        # imports torch: see _torch
+        from trainers.memory_fit import fit
+        from trainers.memory_probe import Measurements, measure
+
         up_to = rows_per_step(cfg) * cfg.data.seq_len
         key = _key(cfg, setup, up_to)
         if key not in self.cache:

@@ -28,7 +28,6 @@ from sweeps.study.checks import at_point, checked_points
 from sweeps.study.downstream import file_store
 from trainers import preflight as trial_preflight
 from trainers.data.corpora import CorpusUnavailable, load_corpus
-from trainers.data.records import reserved
 
 
 def preflight(study) -> list[Issue]:
@@ -68,6 +67,9 @@ def _reserved_symbols(study) -> list[Issue]:
         if d.records.fraction and d.records.symbols == "reserved"
     }
     issues = []
+    if texts:
+        # imports torch: a launch without reserved records starts without it
+        from trainers.data.records import reserved
     for corpus, path, max_bytes in sorted(texts, key=str):
         try:
             reserved([np.frombuffer(load_corpus(corpus, path, max_bytes), dtype=np.uint8)], 256)

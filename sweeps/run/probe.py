@@ -63,7 +63,6 @@ from sweeps.study.architecture import arch_key, architecture, tokens_per_step, t
 from sweeps.study.reference import baseline_of
 from trainers.host import keep_freed_memory
 from trainers.machine import kernels, resolve_precision
-from trainers.synthetic_step import synthetic_step
 from trainers.timing import interleaved
 
 
@@ -350,6 +349,9 @@ def _warm_step(arch: dict, device):
     grad_accum, clipping and AdamW groups: `sweeps.study.architecture.train_of`), built and run once
     (optimizer state, allocator warm-up, compile)."""
     import torch
+
+    # here: a launch whose probe runs elsewhere (or not at all) starts without torch
+    from trainers.synthetic_step import synthetic_step
 
     train = train_of(arch)
     precision = resolve_precision(train.precision)

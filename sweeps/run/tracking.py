@@ -43,7 +43,7 @@ import yaml
 
 from sweeps.run.store_template import quiet_mlflow, seed_store
 from sweeps.study.space import point_name
-from trainers.machine import kernels
+from trainers.machine import cpu_model, kernels
 from trainers.mlflow_names import EXPERIMENT_TAGS
 
 PACKAGES = ("torch", "lightning", "ray", "optuna", "mlflow", "numpy", "satsweep")
@@ -97,15 +97,21 @@ def versions() -> dict[str, str]:
 
 
 def machine() -> dict[str, str]:
+    """The launcher's machine: host, platform, CPUs, CPU model and torch's installed version; with
+    torch imported in this process (a local launch's trials run here), also torch's CPU kernel level
+    and the GPUs. A launch whose trials run elsewhere (Ray) does not import torch for this (2.4 s of
+    its start): the kernel level its digits depend on is the trials' own, printed under the
+    verdicts (sweeps.report.analysis.machines)."""
     info = {"host": socket.gethostname(), "platform": platform.platform(), "cpus": str(os.cpu_count())}
-    info.update(kernels())  # CPU model, torch and its CPU kernel level: what the digits depend on
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            info["gpus"] = f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
-    except Exception:
-        pass
+    info["cpu"] = cpu_model()
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        info["torch"] = metadata.version("torch")
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        info.update(kernels())  # CPU model, torch and its CPU kernel level: what the digits depend on
+        with contextlib.suppress(Exception):
+            if torch.cuda.is_available():
+                info["gpus"] = f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
     return info
 
 
@@ -214,6 +220,9 @@ class Tracker:
         return self.parent_id
 
     def finish_parent(self, status: str, summary: Mapping[str, float]) -> None:
+        """The summary's metrics, the machine again (with torch's kernel level, once trials ran
+        here: `machine`), and the end."""
+        self.set_tags(self.parent_id, {f"machine.{k}": v for k, v in machine().items()})
         for key, value in summary.items():
             self.client.log_metric(self.parent_id, key, float(value))
         self.client.set_terminated(self.parent_id, status)

@@ -205,10 +205,12 @@ def test_keep_is_for_a_local_ray_only(tmp_path):
 def test_two_launches_share_one_kept_ray_and_stop_ray_ends_it(tmp_path, shared_ray):
     """Launches in subprocesses (a kept Ray outlives its launcher); in the Ray group, not beside it."""
     path = write_study(tmp_path, space={}, repeats=1, backend="ray", ray={"num_cpus": 2, "keep": True})
-    env = {**os.environ, kept.RECORD_ENV: str(tmp_path / "kept-ray.json"), "RAY_AUTH_MODE": "disabled"}
+    env = {**os.environ, kept.RECORD_ENV: str(tmp_path / "kept-ray.json"), "RAY_AUTH_MODE": "disabled",
+           "FAKE_LAUNCH_MODULES": "1"}  # fmt: skip
     launch = [sys.executable, "-m", "tests.sweeps.fake_launch"]
     first = subprocess.run([*launch, str(path)], env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr[-3000:]
+    assert "launcher imported: []" in first.stderr  # its trials' torch is theirs (docs/bench/launch_costs.md)
     rec = kept.read(tmp_path / "kept-ray.json")
     assert f"started a kept Ray at {rec.address}" in first.stderr and kept.alive(rec)
     assert "stays up for the next launch" in first.stderr

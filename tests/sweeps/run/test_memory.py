@@ -16,6 +16,7 @@ from sweeps.study import load_study
 from tests.factories import tiny_trial
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import write_study
+from trainers import memory_probe
 from trainers.memory_fit import GIB
 
 MODEL = {"max_seq_len": 512, "vocab_size": 512, "d_model": 64, "d_ff": 256}
@@ -61,7 +62,7 @@ def test_a_second_dry_run_reads_the_cache(tmp_path, results, monkeypatch):
     def no_measuring(*args, **kwargs):
         raise AssertionError("measured again")
 
-    monkeypatch.setattr(memory, "measure", no_measuring)
+    monkeypatch.setattr(memory_probe, "measure", no_measuring)
     assert len(launcher.load(gpu_study(tmp_path, results)).memory) == 2
 
 
@@ -100,14 +101,16 @@ def test_a_cpu_study_has_no_plan_and_measures_nothing(tmp_path, monkeypatch):
     def no_measuring(*args, **kwargs):
         raise AssertionError("a CPU study measured")
 
-    monkeypatch.setattr(memory, "measure", no_measuring)
+    monkeypatch.setattr(memory_probe, "measure", no_measuring)
     study = launcher.load(write_study(tmp_path, trial=tiny_trial(model=MODEL), repeats=1))
     assert "memory       no plan: a CPU study" in launcher.plan_text(study)
 
 
 def test_auto_needs_the_gpus_size(tmp_path, monkeypatch):
     path = write_study(tmp_path, trial=tiny_trial(model=MODEL, train={"micro_batch": "auto"}), repeats=1)
-    monkeypatch.setattr(memory.torch.cuda, "is_available", lambda: False)
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(launcher.ConfigError) as err:
         load_study(path) and launcher.load(path)
     assert "trial.train.micro_batch: given 'auto'; needs the GPU's size" in str(err.value)

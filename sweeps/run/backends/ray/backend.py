@@ -83,6 +83,10 @@ class RayBackend(Backend):
             "TUNE_DISABLE_STRICT_METRIC_CHECKING", "1"
         )  # a failed run's last report has no loss
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # verbose=0: no tables (progress reports)
+        # Of Tune's result files under results/<name>/ray, only result.json (`run`'s callbacks): no
+        # progress.csv and no TensorBoard events (MLflow holds the record), whose writer imports
+        # torch into a launcher that needs none (2.4 s of its start, docs/bench/launch_costs.md).
+        os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         import ray
 
@@ -156,6 +160,7 @@ class RayBackend(Backend):
 
     def run(self, plan, driver, concurrency: int, fit=None) -> None:
         from ray import tune
+        from ray.tune.logger import JsonLoggerCallback
         from ray.tune.schedulers import ASHAScheduler
         from ray.tune.search import ConcurrencyLimiter
 
@@ -209,6 +214,7 @@ class RayBackend(Backend):
                 storage_path=str(study.results_dir() / "ray"),
                 verbose=0,
                 failure_config=tune.FailureConfig(max_failures=0),
+                callbacks=[JsonLoggerCallback()],  # Tune's result.json alone (see `connect`)
             ),
         )
         try:
