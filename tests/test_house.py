@@ -122,9 +122,12 @@ def test_the_launcher_starts_without_what_only_trials_and_reports_need():
     """`python -m sweeps.launch` imports the study, the backends and the report at start: torch and
     Lightning (the trials' trainer, in the trials' processes; torch also for the cost probe and a GPU
     study's memory plan, when they run here), scikit-learn and pandas (optuna's importance
-    evaluators, at the report) cost seconds of every launch's fixed cost (docs/bench/launch_costs.md)."""
+    evaluators, at the report) cost seconds of every launch's fixed cost (docs/bench/launch_costs.md).
+    Loading a CPU study (parsing and the preflight: resources, files, trials) on either backend
+    imports none of them either."""
     code = (
-        "import sys, sweeps.run.launch; "
+        "import sys, sweeps.run.launch as L; "
+        "[L.load('studies/gate_granularity.yaml', [f'backend={b}']) for b in ('local', 'ray')]; "
         "print(sorted(m for m in ('lightning', 'torch', 'sklearn', 'pandas', 'matplotlib') "
         "if m in sys.modules))"
     )

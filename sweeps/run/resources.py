@@ -12,7 +12,9 @@ def check_resources(study) -> list[Issue]:
     """What one trial asks beyond this machine's CPUs and GPUs (`ray.num_cpus` / `num_gpus` when
     set: a local Ray of that size)."""
     cpus = study.ray.num_cpus or os.cpu_count() or 1
-    gpus = study.ray.num_gpus if study.ray.num_gpus is not None else local_gpu_count()
+    gpus = study.ray.num_gpus
+    if gpus is None:  # counted only when a trial asks for one: torch's import is 2.4 s of a launch
+        gpus = local_gpu_count() if study.resources.total_gpus else 0
     return resource_issues(study.resources, cpus, gpus, "this machine")
 
 
