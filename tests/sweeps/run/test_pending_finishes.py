@@ -51,6 +51,7 @@ def test_a_held_end_of_a_deleted_run_is_dropped(tmp_path, tracker):
     held = PendingFinishes(tmp_path)
     held.hold(run_id, "ok", {}, "", 1.0, [])
     held.hold("0" * 32, "ok", {}, "", 1.0, [])  # no such run
+    (held.folder / "1234.part").write_text("{")  # a hold the kill cut short
     assert held.write_left(tracker) == [run_id]
     assert not list(held.folder.iterdir())
 
