@@ -51,7 +51,7 @@ class PendingFinishes:
         written = []
         for part in self.folder.glob("*.part"):  # a hold cut short: Optuna was not told, an orphan
             part.unlink(missing_ok=True)
-        for path in sorted(self.folder.glob("*.json")) if self.folder.is_dir() else ():
+        for path in sorted(self.folder.glob("*.json")):  # none when the folder is absent
             record = json.loads(path.read_text())
             try:
                 running = tracker.client.get_run(record["run_id"]).info.status == "RUNNING"

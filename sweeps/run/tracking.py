@@ -103,11 +103,12 @@ def machine() -> dict[str, str]:
     its start): the kernel level its digits depend on is the trials' own, printed under the
     verdicts (sweeps.report.analysis.machines)."""
     info = {"host": socket.gethostname(), "platform": platform.platform(), "cpus": str(os.cpu_count())}
-    info["cpu"] = cpu_model()
-    with contextlib.suppress(metadata.PackageNotFoundError):
-        info["torch"] = metadata.version("torch")
     torch = sys.modules.get("torch")
-    if torch is not None:
+    if torch is None:
+        info["cpu"] = cpu_model()
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            info["torch"] = metadata.version("torch")
+    else:
         info.update(kernels())  # CPU model, torch and its CPU kernel level: what the digits depend on
         with contextlib.suppress(Exception):
             if torch.cuda.is_available():
