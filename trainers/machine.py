@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import platform
+import socket
 
 
 def cpu_model() -> str:
@@ -35,6 +36,24 @@ def kernels() -> dict[str, str]:
         "torch": torch.__version__,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
+
+
+def machine_key(num_threads: int | None = None) -> str:
+    """The speed cache's key of this process's machine: host, device (the GPU's name, else the CPU's
+    architecture), CPUs and the thread count a trial trains with."""
+    import torch
+
+    if torch.cuda.is_available():
+        device = torch.cuda.get_device_name(0)
+    else:
+        device = platform.processor() or platform.machine()
+    threads = num_threads or torch.get_num_threads()
+    return f"{socket.gethostname()}|{device}|{os.cpu_count()} cpus|{threads} threads"
+
+
+def where_trials_run(num_threads: int | None) -> tuple[str, dict]:
+    """(`machine_key`, `kernels`) of the machine this runs on."""
+    return machine_key(num_threads), kernels()
 
 
 def describe(info: dict[str, str]) -> str:

@@ -103,6 +103,17 @@ def budgets_of(study, trials) -> dict[str, float]:
     return out
 
 
+def warm_imports() -> None:
+    """The report's heaviest imports (matplotlib with its Agg backend, scipy.stats: ~1.7 s of CPU of
+    its ~2.3 s on a 2-core machine), made ahead by a launcher waiting on trials that train in other
+    processes, so that the report after the last trial is shorter (docs/bench/launch_costs.md)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401
+    import scipy.stats  # noqa: F401
+
+
 def report_fronts(study, trials, tracker=None, stream=None, plan=None) -> dict[str, float]:
     """The fronts of `study`'s trials: files, the printed table and conclusions, and (with the
     launch's tracker) the files in the parent run and tags on the children. `plan`: as in

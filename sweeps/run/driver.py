@@ -130,7 +130,7 @@ class Driver:
         if self.probe is not None and outcome.metrics:
             config = self.plan.trial_config(run)
             if status == "ok":  # a study whose speed is its trials' own (sweeps.run.probe)
-                self.probe.record(config, outcome.metrics)
+                self.probe.record(config, outcome.metrics, outcome.machine)
             outcome.metrics.update(self.probe.metrics(config))
         if status == "ok":
             values = self.plan.values(outcome.metrics)

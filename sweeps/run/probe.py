@@ -40,9 +40,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 import shutil
-import socket
 import statistics
 import time
 from collections.abc import Callable, Iterable
@@ -62,20 +60,8 @@ from sweeps.run.probe_device import DoesNotFit, Guarded, refusal
 from sweeps.study.architecture import arch_key, architecture, tokens_per_step, train_of, without_split
 from sweeps.study.reference import baseline_of
 from trainers.host import keep_freed_memory
-from trainers.machine import kernels, resolve_precision
+from trainers.machine import kernels, machine_key, resolve_precision, where_trials_run
 from trainers.timing import interleaved
-
-
-def machine_key(num_threads: int | None = None) -> str:
-    import torch
-
-    if torch.cuda.is_available():
-        device = torch.cuda.get_device_name(0)
-    else:
-        device = platform.processor() or platform.machine()
-    threads = num_threads or torch.get_num_threads()
-    return f"{socket.gethostname()}|{device}|{os.cpu_count()} cpus|{threads} threads"
-
 
 TRIAL_THREADS = "baseline@trial_threads"  # the baseline's step timed at the trial's thread count
 # ... in ceil(rounds / 2) samples: one absolute median needs fewer samples than the paired ratios
@@ -190,11 +176,6 @@ def speed_from_trials(plan) -> bool:
     if study.budget.time is not None or study.resources.workers > 1 or study.sampler.kind != "grid":
         return False
     return len({arch_key(architecture(plan.config(run))) for run in plan.grid}) == 1
-
-
-def where_trials_run(num_threads: int | None) -> tuple[str, dict]:
-    """(`machine_key`, `trainers.machine.kernels`) of the machine this runs on."""
-    return machine_key(num_threads), kernels()
 
 
 def _device():
@@ -464,15 +445,16 @@ class Probe:
             took = f"{time.time() - start:.0f}s"
             print(f"cost probe: {timed}, {took} ({self.path})", file=self.stream, flush=True)
 
-    def record(self, cfg, metrics: dict) -> None:
+    def record(self, cfg, metrics: dict, where: tuple[str, dict] | None = None) -> None:
         """A completed trial's own speed (`train_tokens_per_s` in its `metrics`) joins its
         architecture's entry, for a study whose speed comes from its trials (`from_trials`); an
-        entry a probe timed (a study probed by an earlier launch) is kept as it is."""
+        entry a probe timed (a study probed by an earlier launch) is kept as it is. `where`: the
+        machine the trial said it trained on (`Outcome.machine`), else asked where trials run."""
         own = metrics.get(OWN_SPEED)
         if not self.from_trials or own is None or not math.isfinite(own) or own <= 0:
             return
-        if self.machine is None:  # where trials run (for backend ray on a cluster: a Ray task, once)
-            self.machine, self.kernels = self.run_task(where_trials_run, cfg.train.num_threads)
+        if self.machine is None:  # the first trial's word, else a Ray task (once) or this process
+            self.machine, self.kernels = where or self.run_task(where_trials_run, cfg.train.num_threads)
         arch = architecture(cfg)
         key = arch_key(arch)
         table = self.entries.setdefault(self.machine, {})

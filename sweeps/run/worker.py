@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import logging
 import math
+import sys
 import tempfile
 import threading
 import time
@@ -30,6 +31,7 @@ from sweeps.run.plain_log import PlainTrialLogger
 from sweeps.study.sections import EvalsConfig
 from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
+from trainers.machine import where_trials_run
 from trainers.mlflow_names import CHECKPOINT_FOLDER, CHECKPOINT_NAME
 
 Report = Callable[[dict[str, Any]], None]
@@ -93,6 +95,9 @@ class Outcome:
     error: str = ""
     wall_s: float = 0.0
     unwritten: list = dataclasses.field(default_factory=list)  # the logger's last metrics (`hand_back`)
+    # where it trained (`trainers.machine.where_trials_run`): the key of the speed cache and the
+    # kernel level, which a one-architecture study records with the trial's own speed (`Probe.record`)
+    machine: tuple[str, dict] | None = None
 
 
 class Stopwatch:
@@ -265,7 +270,7 @@ def _execute(
                 metrics.update(score_final_weights(task, checkpoint))
             except Exception as err:  # a trained run whose scores are missing: failed, with why
                 return Outcome("error", metrics, f"evals: {_describe(err)}", time.time() - start)
-        return Outcome("ok", metrics, "", time.time() - start)
+        return Outcome("ok", metrics, "", time.time() - start, machine=_where(config))
     except Exception as err:  # the study goes on; the driver records why this trial failed
         if watchdog.fired:  # TrialTimeout, or what it turned into on its way out of Lightning
             limit = f"ran past its wall-clock limit of {task.timeout_s:.0f} s (trial_timeout_s)"
@@ -278,6 +283,14 @@ def _execute(
             monitor.finish()
         if folder is not None:
             folder.cleanup()
+
+
+def _where(config: TrialConfig) -> tuple[str, dict] | None:
+    """Where the trial trained, read here, where torch is already imported, so the launcher of a
+    Ray study needs no torch of its own to ask (None for a stand-in fit that never imported it)."""
+    if "torch" not in sys.modules:
+        return None
+    return where_trials_run(config.train.num_threads)
 
 
 def _flush(logger) -> None:

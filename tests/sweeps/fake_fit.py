@@ -86,7 +86,7 @@ class FakeProbe:
     def ensure(self, configs) -> None:
         list(configs)
 
-    def record(self, config, metrics) -> None:
+    def record(self, config, metrics, where=None) -> None:
         pass
 
     def metrics(self, config) -> dict[str, float]:

@@ -24,7 +24,7 @@ task = TrialTask(number=0, run_id=run_id, tracking_uri=uri, config=TrialConfig.f
 reports = []
 outcome = execute(task, report=reports.append, fit=fake_fit.fit)
 print(outcome.status, len(reports), len(c.get_metric_history(run_id, "val_loss")),
-      sorted(m for m in ("lightning", "torch") if m in sys.modules))
+      sorted(m for m in ("lightning", "torch") if m in sys.modules), outcome.machine)
 """
 
 
@@ -33,7 +33,8 @@ def test_a_stand_in_trial_reports_and_logs_without_lightning_or_torch(tmp_path):
         [sys.executable, "-c", CODE, str(tmp_path / "mlflow.db")], cwd=ROOT, capture_output=True, text=True,
         check=True,
     )  # fmt: skip
-    assert out.stdout.strip().splitlines()[-1] == "ok 4 4 []"  # four evaluations: four reports, four points
+    assert out.stdout.strip().splitlines()[-1] == "ok 4 4 [] None"  # four evaluations: four reports,
+    # four points; and no word of where it ran, which would have imported torch (`Outcome.machine`)
 
 
 def test_a_fit_that_does_not_say_so_gets_lightnings_logger(tmp_path):
@@ -47,6 +48,7 @@ def test_a_fit_that_does_not_say_so_gets_lightnings_logger(tmp_path):
     from tests.factories import tiny_trial
     from tests.sweeps import fake_fit
     from trainers.config import TrialConfig
+    from trainers.machine import where_trials_run
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     c = client(uri)
@@ -62,3 +64,5 @@ def test_a_fit_that_does_not_say_so_gets_lightnings_logger(tmp_path):
     assert (outcome.status, len(reports), len(c.get_metric_history(run_id, "val_loss"))) == ("ok", 4, 4)
     assert [isinstance(x, Logger) for x in given["loggers"]] == [True]
     assert [isinstance(x, Callback) for x in given["callbacks"]] == [True]
+    # torch is imported here: the trial says where it trained, so the launcher need not ask
+    assert outcome.machine == where_trials_run(task.config.train.num_threads)

@@ -22,11 +22,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import warnings
 from pathlib import Path
 
 import sweeps
 from arch.configtree import ConfigError
+from sweeps.report.analysis import warm_imports
 from sweeps.run.backends.base import Backend
 from sweeps.run.backends.ray import kept
 from sweeps.run.backends.ray.head import bare_head
@@ -35,6 +37,24 @@ from sweeps.run.backends.ray.searcher import searcher_class
 from sweeps.run.backends.ray.trainable import trainable
 from sweeps.run.resources import resource_issues
 from sweeps.run.storage import Heartbeats
+
+
+def warm_report():
+    """A Tune callback: once the first trial has started (its process importing Ray, torch and
+    Lightning for seconds, while this launcher waits), the report's heaviest imports are made on a
+    thread of their own (`sweeps.report.analysis.warm_imports`), so the report after the last trial
+    takes less; trials that train in this process (backend local) are not slowed by it."""
+    from ray.tune import Callback
+
+    class WarmReport(Callback):
+        started = False
+
+        def on_trial_start(self, iteration, trials, trial, **info):
+            if not self.started:
+                self.started = True
+                threading.Thread(target=warm_imports, name="warm-report", daemon=True).start()
+
+    return WarmReport()
 
 
 def say(line: str) -> None:
@@ -214,7 +234,7 @@ class RayBackend(Backend):
                 storage_path=str(study.results_dir() / "ray"),
                 verbose=0,
                 failure_config=tune.FailureConfig(max_failures=0),
-                callbacks=[JsonLoggerCallback()],  # Tune's result.json alone (see `connect`)
+                callbacks=[JsonLoggerCallback(), warm_report()],  # Tune's result.json alone (see `connect`)
             ),
         )
         try:

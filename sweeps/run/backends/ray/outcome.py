@@ -11,7 +11,7 @@ import json
 from sweeps.run.backends.ray.train import PLACEMENT_GROUP
 from sweeps.run.worker import Outcome
 
-FINAL_KEYS = ("sweep_status", "sweep_error", "sweep_wall_s", "sweep_metrics")
+FINAL_KEYS = ("sweep_status", "sweep_error", "sweep_wall_s", "sweep_metrics", "sweep_machine")
 
 
 def final_report(outcome: Outcome) -> dict:
@@ -22,6 +22,7 @@ def final_report(outcome: Outcome) -> dict:
         "sweep_error": outcome.error[:4000],
         "sweep_wall_s": outcome.wall_s,
         "sweep_metrics": json.dumps(sorted(outcome.metrics)),
+        **({"sweep_machine": json.dumps(outcome.machine)} if outcome.machine else {}),
     }
 
 
@@ -52,6 +53,7 @@ def outcome_of(result: dict | None, error: bool) -> Outcome:
             metrics,
             str(result.get("sweep_error", "")),
             float(result.get("sweep_wall_s", 0.0)),
+            machine=_machine(result.get("sweep_machine")),
         )
     wall = float(result.get("time_total_s", 0.0))
     if error:
@@ -59,6 +61,13 @@ def outcome_of(result: dict | None, error: bool) -> Outcome:
             "error", metrics, "the Ray trial failed outside training (see Ray's trial folder)", wall
         )
     return Outcome("pruned", metrics, "", wall)
+
+
+def _machine(text: str | None) -> tuple[str, dict] | None:
+    if not text:
+        return None
+    key, kernels = json.loads(text)
+    return key, kernels
 
 
 def _number(v) -> bool:
