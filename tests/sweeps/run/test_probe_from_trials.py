@@ -10,8 +10,8 @@ from sweeps.report.costs import TRIALS_CLOCK
 from sweeps.run.backends.ray.outcome import final_report, outcome_of
 from sweeps.run.launch import launch
 from sweeps.run.probe import Probe, speed_from_trials
-from sweeps.study import load_study
 from sweeps.run.worker import Outcome
+from sweeps.study import load_study
 from sweeps.study.study_plan import resolve
 from tests.sweeps import fake_fit
 from tests.sweeps.helpers import mlflow_runs, write_study
