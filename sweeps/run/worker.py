@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import gc
 import logging
 import math
 import sys
@@ -214,6 +215,7 @@ def execute(
 
         logger = TrialLogger(run_id=task.run_id, tracking_uri=task.tracking_uri)
     logger.hand_back = hand_back and task.config.train.workers == 1  # spawned ranks log on their own
+    freeze_imports()
     try:
         outcome = _execute(task, report, fit, logger, start, plain)
     except BaseException:  # Ctrl-C: the driver gets no outcome, so the held metrics go now
@@ -223,6 +225,23 @@ def execute(
     if logger.hand_back:
         outcome.unwritten = logger.take_held()
     return outcome
+
+
+_imports_frozen = False
+
+
+def freeze_imports() -> None:
+    """Once per process, after the first trial's imports: a full collection, then `gc.freeze`, so
+    that the collections a training loop sets off no longer walk the objects the imports left
+    (~450k for torch and Lightning; ~620k in a Ray worker, with Ray, Tune and MLflow). They took
+    0.5 s of a 7.5 s CPU fit in a Ray worker, 0.01 s after (docs/bench/launch_costs.md). Frozen
+    objects are still freed when their last reference goes; what trials make later is collected
+    as before."""
+    global _imports_frozen
+    if not _imports_frozen:
+        _imports_frozen = True
+        gc.collect()
+        gc.freeze()
 
 
 def _execute(

@@ -66,3 +66,34 @@ def test_a_fit_that_does_not_say_so_gets_lightnings_logger(tmp_path):
     assert [isinstance(x, Callback) for x in given["callbacks"]] == [True]
     # torch is imported here: the trial says where it trained, so the launcher need not ask
     assert outcome.machine == where_trials_run(task.config.train.num_threads)
+
+
+FREEZE = """
+import gc
+import sys
+from sweeps.run.tracking import client
+from sweeps.run.worker import TrialTask, execute
+from tests.factories import tiny_trial
+from tests.sweeps import fake_fit
+from trainers.config import TrialConfig
+
+uri = "sqlite:///" + sys.argv[1]
+c = client(uri)
+task = TrialTask(number=0, run_id=c.create_run(c.create_experiment("t")).info.run_id, tracking_uri=uri,
+                 config=TrialConfig.from_dict(tiny_trial()))
+before = gc.get_freeze_count()
+execute(task, fit=fake_fit.fit)
+first = gc.get_freeze_count()
+execute(task, fit=fake_fit.fit)
+print(before, first > 10_000, gc.get_freeze_count() <= first)  # frozen objects still die
+"""
+
+
+def test_a_worker_freezes_its_imports_once_before_its_first_trial(tmp_path):
+    """The objects the imports left are frozen (`gc.freeze`) before the first trial trains, so the
+    training loop's collections skip them; once per process, not again at the next trial."""
+    out = subprocess.run(
+        [sys.executable, "-c", FREEZE, str(tmp_path / "mlflow.db")], cwd=ROOT, capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
+    assert out.stdout.strip().splitlines()[-1] == "0 True True"
