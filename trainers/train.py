@@ -20,7 +20,6 @@ from arch.configtree import ConfigError, load_yaml, parse_override, set_path
 from trainers import preflight
 from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
-from trainers.fit import fit
 from trainers.mlflow_names import DEFAULT_TRACKING_URI, EXPERIMENT_TAGS
 
 
@@ -103,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+
+    # torch and Lightning (~10 s of imports on 2 cores) only once the config is valid: bad input
+    # fails in a second, before any work starts
+    from trainers.fit import fit
 
     loggers = [] if args.no_mlflow else [_mlflow_logger(args, cfg)]
     try:

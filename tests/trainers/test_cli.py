@@ -29,10 +29,16 @@ def test_bad_config_exits_2(override, message, capsys):
     assert message in err and "smoke.yaml" in err
 
 
-def test_bad_config_exits_2_as_a_process():
-    cmd = [sys.executable, "-m", "trainers.train", str(ROOT / "trials/smoke.yaml"), "--set", "train.lr=-1"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
+def test_bad_config_exits_2_as_a_process_before_importing_torch():
+    cmd = [sys.executable, "-X", "importtime", "-m", "trainers.train", str(ROOT / "trials/smoke.yaml")]
+    proc = subprocess.run(
+        [*cmd, "--set", "train.lr=-1"], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert proc.returncode == 2 and "train.lr: given -1" in proc.stderr
+    imported = {
+        line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")
+    }
+    assert "arch.configtree" in imported and "torch" not in imported  # bad input fails in a second
 
 
 def test_shipped_trials_validate():
