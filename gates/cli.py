@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import csv
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -71,6 +72,24 @@ def parse_args(argv=None):
     p.add_argument("--log-run", default=None, help="log the outputs to this MLflow run (default: the target)")
     p.add_argument("--data-root", default=None)
     return p.parse_args(argv)
+
+
+RUN_ID = re.compile(r"[0-9a-f]{32}")  # what MLflow names a run
+
+
+def unloadable(target: str, tracking_uri: str) -> str | None:
+    """Why `target` cannot be a checkpoint or a run, known without opening MLflow: asking a
+    local store that does not exist would make an empty one where the user stands (None: it may)."""
+    path = Path(target)
+    if path.is_file():
+        return None
+    if path.suffix or "/" in target:
+        return "no such checkpoint file"
+    if not RUN_ID.fullmatch(target):
+        return "neither a checkpoint file nor an MLflow run id (32 hex digits)"
+    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri[len("sqlite:///") :]).is_file():
+        return f"no MLflow store at {tracking_uri} (--tracking-uri names the one that holds the run)"
+    return None
 
 
 def load_trial(target: str, tracking_uri: str) -> tuple[TrialConfig, torch.nn.Module, str | None]:
@@ -205,6 +224,10 @@ def print_summary(summary: dict) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    why = unloadable(args.target, args.tracking_uri)
+    if why is not None:
+        print(f"gates: cannot load {args.target!r}: {why}", file=sys.stderr)
+        return 2
     try:
         cfg, model, run_id = load_trial(args.target, args.tracking_uri)
     except Exception as err:  # no such file / run / artifact: say which, exit 2

@@ -54,9 +54,18 @@ def test_static_trial_reports_its_coefficients(tmp_path):
 
 def test_missing_target_exits_2(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path}/m.db"
+    run_id = "0123456789abcdef0123456789abcdef"
+    for target, why in [
+        ("no-such-run-or-file", "neither a checkpoint file nor an MLflow run id (32 hex digits)"),
+        (str(tmp_path / "final.ckpt"), "no such checkpoint file"),
+        (run_id, f"no MLflow store at {uri}"),
+    ]:
+        assert analyze.main([target, "--tracking-uri", uri]) == 2
+        assert f"cannot load {target!r}: {why}" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # no store made by asking
     seed_store(uri)  # the tables from the launcher's empty store, not MLflow's migrations (seconds)
-    assert analyze.main(["no-such-run-or-file", "--tracking-uri", uri]) == 2
-    assert "cannot load 'no-such-run-or-file'" in capsys.readouterr().err
+    assert analyze.main([run_id, "--tracking-uri", uri]) == 2  # a store without that run: MLflow says
+    assert f"cannot load {run_id!r}: Run with id={run_id} not found" in capsys.readouterr().err
 
 
 def test_a_bpe_shard_trial_is_analysed_within_a_token_budget(tmp_path, capsys):
