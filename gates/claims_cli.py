@@ -24,12 +24,13 @@ import torch
 
 from gates.categories import categorize
 from gates.claims import gate_measures, judge, layer_profile
-from gates.cli import held_out_batches, load_trial, token_decoder
+from gates.cli import held_out_batches, token_decoder
 from gates.gate_stats import collect_gates
 from gates.interventions import run_interventions
 from sweeps.report.stats import interval
 from sweeps.study.load import load_study
 from trainers.mlflow_names import DEFAULT_TRACKING_URI
+from trainers.trained import load_trial
 
 
 def parse_args(argv=None):

@@ -29,14 +29,11 @@ import argparse
 import contextlib
 import csv
 import json
-import re
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
 
-from arch import build_model
 from gates import plots
 from gates.categories import categorize, gate_by_category, piece_decoder
 from gates.gate_stats import collect_gates, gate_statistics, summary_rows
@@ -44,8 +41,8 @@ from gates.interventions import mean_loss, run_interventions
 from trainers.config import TrialConfig
 from trainers.data.build import build_datamodule
 from trainers.data.tokenizer import FastTokenizer
-from trainers.mlflow_names import CHECKPOINT_ARTIFACT, DEFAULT_TRACKING_URI
-from trainers.trained import trial_tokenizer
+from trainers.mlflow_names import DEFAULT_TRACKING_URI
+from trainers.trained import load_trial, trial_tokenizer
 
 
 def parse_args(argv=None):
@@ -72,48 +69,6 @@ def parse_args(argv=None):
     p.add_argument("--log-run", default=None, help="log the outputs to this MLflow run (default: the target)")
     p.add_argument("--data-root", default=None)
     return p.parse_args(argv)
-
-
-RUN_ID = re.compile(r"[0-9a-f]{32}")  # what MLflow names a run
-
-
-def unloadable(target: str, tracking_uri: str) -> str | None:
-    """Why `target` cannot be a checkpoint or a run, known without opening MLflow: asking a
-    local store that does not exist would make an empty one where the user stands (None: it may)."""
-    path = Path(target)
-    if path.is_file():
-        return None
-    if path.suffix or "/" in target:
-        return "no such checkpoint file"
-    if not RUN_ID.fullmatch(target):
-        return "neither a checkpoint file nor an MLflow run id (32 hex digits)"
-    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri[len("sqlite:///") :]).is_file():
-        return f"no MLflow store at {tracking_uri} (--tracking-uri names the one that holds the run)"
-    return None
-
-
-def load_trial(target: str, tracking_uri: str) -> tuple[TrialConfig, torch.nn.Module, str | None]:
-    """(config, model with the trained weights, run id or None) of a checkpoint or an MLflow run."""
-    path, run_id = Path(target), None
-    if not path.is_file():
-        import mlflow
-
-        mlflow.set_tracking_uri(tracking_uri)
-        run_id = target
-        local = tempfile.mkdtemp(prefix="satsweep-analyze-")
-        path = Path(
-            mlflow.artifacts.download_artifacts(
-                run_id=run_id, artifact_path=CHECKPOINT_ARTIFACT, dst_path=local
-            )
-        )
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    if "trial_config" not in ckpt:
-        raise ValueError(f"{path}: no trial_config in this checkpoint (not written by trainers.fit)")
-    cfg = TrialConfig.from_dict(ckpt["trial_config"], source=str(path))
-    model = build_model(cfg.model)
-    state = {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
-    model.load_state_dict(state)
-    return cfg, model.eval(), run_id
 
 
 def held_out_batches(
@@ -224,10 +179,6 @@ def print_summary(summary: dict) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    why = unloadable(args.target, args.tracking_uri)
-    if why is not None:
-        print(f"gates: cannot load {args.target!r}: {why}", file=sys.stderr)
-        return 2
     try:
         cfg, model, run_id = load_trial(args.target, args.tracking_uri)
     except Exception as err:  # no such file / run / artifact: say which, exit 2

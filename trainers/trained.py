@@ -11,6 +11,7 @@ token-shard folder's `tokenizer.json` (`python -m trainers.prepare`).
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 
@@ -22,6 +23,9 @@ from trainers.data.cache import cache_root
 from trainers.data.corpora import load_corpus
 from trainers.data.tokenizer import ByteTokenizer, make_tokenizer, shard_tokenizer
 from trainers.mlflow_names import CHECKPOINT_ARTIFACT, DEFAULT_TRACKING_URI
+
+RUN_ID = re.compile(r"[0-9a-f]{32}")  # how MLflow names a run
+SQLITE = "sqlite:///"
 
 
 class TrialNotFound(ValueError):
@@ -35,6 +39,11 @@ def checkpoint_file(target: str, tracking_uri: str = DEFAULT_TRACKING_URI) -> tu
         return path, None
     if path.suffix == ".ckpt" or "/" in target:
         raise TrialNotFound(f"{target}: no such checkpoint file")
+    if not RUN_ID.fullmatch(target):
+        raise TrialNotFound(f"{target}: neither a checkpoint file nor an MLflow run id (32 hex digits)")
+    if tracking_uri.startswith(SQLITE) and not Path(tracking_uri[len(SQLITE) :]).is_file():
+        # asking MLflow would make an empty store there, where the user stands
+        raise TrialNotFound(f"{target}: no MLflow store at {tracking_uri} to find the run in")
     import mlflow  # the MLflow client: only for run ids
 
     mlflow.set_tracking_uri(tracking_uri)

@@ -58,14 +58,14 @@ def test_missing_target_exits_2(tmp_path, capsys):
     for target, why in [
         ("no-such-run-or-file", "neither a checkpoint file nor an MLflow run id (32 hex digits)"),
         (str(tmp_path / "final.ckpt"), "no such checkpoint file"),
-        (run_id, f"no MLflow store at {uri}"),
+        (run_id, f"no MLflow store at {uri} to find the run in"),
     ]:
         assert analyze.main([target, "--tracking-uri", uri]) == 2
-        assert f"cannot load {target!r}: {why}" in capsys.readouterr().err
+        assert f"cannot load {target!r}: {target}: {why}" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # no store made by asking
     seed_store(uri)  # the tables from the launcher's empty store, not MLflow's migrations (seconds)
     assert analyze.main([run_id, "--tracking-uri", uri]) == 2  # a store without that run: MLflow says
-    assert f"cannot load {run_id!r}: Run with id={run_id} not found" in capsys.readouterr().err
+    assert f"Run with id={run_id} not found" in capsys.readouterr().err
 
 
 def test_a_bpe_shard_trial_is_analysed_within_a_token_budget(tmp_path, capsys):
