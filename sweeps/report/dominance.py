@@ -39,6 +39,25 @@ def front_mask(points) -> np.ndarray:
     return _cull(unique)[inverse.reshape(-1)] if len(unique) < len(array) else _cull(array)
 
 
+STACK_POINTS = 64  # sets of up to this many points are compared all at once by `front_masks`
+STACK_CELLS = 2**22  # comparisons (sets x points^2 x objectives) held in memory at once
+
+
+def front_masks(stack) -> np.ndarray:
+    """`front_mask` of each point set in a stack (sets x points x objectives), by the definition
+    (`dominates`, NaN included) as array operations over many sets at once: for the small sets of a
+    bootstrap (a study's points, a thousand replicates) one call does the work of a thousand,
+    whose fixed cost per call was most of a small study's report (docs/bench/test_suite.md)."""
+    stack = np.asarray(stack, dtype=float)
+    sets, n, k = stack.shape
+    out = np.empty((sets, n), dtype=bool)
+    step = max(1, STACK_CELLS // max(1, n * n * k))
+    for s in range(0, sets, step):
+        a, b = stack[s : s + step, :, None, :], stack[s : s + step, None, :, :]  # point i, point j
+        out[s : s + step] = ~((a <= b).all(-1) & (a < b).any(-1)).any(1)  # no i dominates j
+    return out
+
+
 def _front_2d(array: np.ndarray) -> np.ndarray:
     """Two objectives, finite: in lexicographic order a point is dominated exactly when an
     earlier point with a smaller first value has a second value no larger, or the first point

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from sweeps.report.dominance import front_mask
+from sweeps.report.dominance import STACK_POINTS, front_mask, front_masks
 
 LEVEL = 0.95
 
@@ -97,6 +97,7 @@ def p_front(
     groups = {m: _key_groups(samples, m) for m in metrics}
     sign = np.array([1.0 if d == "minimize" else -1.0 for d in directions])
     counts = np.zeros(len(samples))
+    stacked = []  # a small study's replicates, compared at once (`front_masks`)
     for _ in range(replicates):
         draws = {
             keys: [keys[i] for i in rng.integers(0, len(keys), len(keys))] for keys in set(universe.values())
@@ -115,7 +116,12 @@ def p_front(
             own = list(samples[i][metrics[j]].values())
             picked = [own[k] for k in rng.integers(0, len(own), len(own))]
             means[i, j] = float(np.median(picked) if metrics[j] in robust else np.mean(picked))
-        counts += front_mask(means * sign)
+        if len(samples) <= STACK_POINTS:
+            stacked.append(means * sign)
+        else:
+            counts += front_mask(means * sign)
+    if stacked:
+        counts = front_masks(np.stack(stacked)).sum(axis=0)
     return (counts / replicates).tolist()
 
 

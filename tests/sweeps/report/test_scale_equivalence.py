@@ -33,6 +33,22 @@ def test_nan_is_never_dominated_and_dominates_nothing():
     assert dominance.nondominated_ranks(points) == oracles.nondominated_ranks(points) == [0, 0, 1, 0]
 
 
+@pytest.mark.parametrize("m", [1, 2, 3])
+@pytest.mark.parametrize("ties", [False, True])
+def test_a_stack_of_sets_gets_each_sets_front(m, ties, monkeypatch):
+    """`front_masks` (p_front's replicates at once) is `front_mask` set by set, NaN included, and
+    in memory-bounded slices as in one."""
+    rng = np.random.default_rng(m + 10 * ties)
+    for n in (1, 2, 7, 30):
+        stack = np.asarray([random_points(rng, n, m, ties) for _ in range(40)]).reshape(40, n, m)
+        stack[3, 0, 0] = stack[5, n - 1, m - 1] = np.nan
+        expected = [dominance.front_mask(points).tolist() for points in stack]
+        assert dominance.front_masks(stack).tolist() == expected
+        monkeypatch.setattr(dominance, "STACK_CELLS", n * n * m * 3)  # slices of 3 sets
+        assert dominance.front_masks(stack).tolist() == expected
+        monkeypatch.undo()
+
+
 @pytest.mark.parametrize("m", [1, 2, 3, 4])
 @pytest.mark.parametrize("ties", [False, True])
 def test_hypervolume_is_the_slicing_to_the_bit(m, ties):
