@@ -41,7 +41,8 @@ def checkpoint_file(target: str, tracking_uri: str = DEFAULT_TRACKING_URI) -> tu
         raise TrialNotFound(f"{target}: no such checkpoint file")
     if not RUN_ID.fullmatch(target):
         raise TrialNotFound(f"{target}: neither a checkpoint file nor an MLflow run id (32 hex digits)")
-    if tracking_uri.startswith(SQLITE) and not Path(tracking_uri[len(SQLITE) :]).is_file():
+    store = tracking_uri[len(SQLITE) :].split("?", 1)[0] if tracking_uri.startswith(SQLITE) else None
+    if store not in (None, ":memory:") and not Path(store).is_file():
         # asking MLflow would make an empty store there, where the user stands
         raise TrialNotFound(f"{target}: no MLflow store at {tracking_uri} to find the run in")
     import mlflow  # the MLflow client: only for run ids

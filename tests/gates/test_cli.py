@@ -64,8 +64,9 @@ def test_missing_target_exits_2(tmp_path, capsys):
         assert f"cannot load {target!r}: {target}: {why}" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # no store made by asking
     seed_store(uri)  # the tables from the launcher's empty store, not MLflow's migrations (seconds)
-    assert analyze.main([run_id, "--tracking-uri", uri]) == 2  # a store without that run: MLflow says
-    assert f"Run with id={run_id} not found" in capsys.readouterr().err
+    for found in (uri, f"{uri}?timeout=30"):  # a store without that run (its URI's query aside): MLflow says
+        assert analyze.main([run_id, "--tracking-uri", found]) == 2
+        assert f"Run with id={run_id} not found" in capsys.readouterr().err
 
 
 def test_a_bpe_shard_trial_is_analysed_within_a_token_budget(tmp_path, capsys):

@@ -129,6 +129,23 @@ def test_stop_ends_the_recorded_processes_and_their_children_and_nothing_else(tm
     assert other.poll() is None and not kept.record_path().exists()
 
 
+def test_stop_returns_once_the_killed_processes_have_ended(tmp_path, procs, monkeypatch):
+    """A process that outlives SIGTERM is killed; `stop` says "stopped" only once it has ended
+    (SIGKILL takes a while on a loaded machine: `--stop-ray` returned first, once, in CI)."""
+    procs.append(subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 60"]))  # its sleep ignores TERM too
+    time.sleep(0.2)
+    record(tmp_path, procs)
+    looks, ended = [], kept._ended
+
+    def slow(proc):  # ended only from the third look on, as a slow teardown would be
+        looks.append(proc.pid)
+        return len(looks) > 2 and ended(proc)
+
+    monkeypatch.setattr(kept, "_ended", slow)
+    assert "still ending" not in kept.stop(grace_s=0.5)
+    assert len(looks) > 2 and gone(procs[0].pid)
+
+
 def test_a_record_of_another_version_is_still_read_and_stopped(tmp_path, procs):
     import json
 

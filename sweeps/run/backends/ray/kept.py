@@ -181,8 +181,26 @@ def stop(path: Path | None = None, grace_s: float = 5.0) -> str:
             proc.kill()
         except psutil.NoSuchProcess:
             continue
+    # SIGKILL is not instant either (a loaded machine tearing down a large process): return once
+    # they have ended, so that "stopped" is true when said
+    alive, deadline = list(left), time.monotonic() + grace_s
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if not _ended(p)]
     path.unlink(missing_ok=True)
+    if alive:
+        pids = ", ".join(str(p.pid) for p in alive)
+        return f"stopped the kept {kept.describe()}: {len(family)} process(es), of which {pids} still ending"
     return f"stopped the kept {kept.describe()}: {len(family)} process(es)"
+
+
+def _ended(proc: psutil.Process) -> bool:
+    """Gone, or a zombie: it has ended and waits for its parent (an init that reaps slowly or not
+    at all, in some containers) to read its exit status."""
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def clean_stale(path: Path | None = None) -> KeptRay | None:
