@@ -97,7 +97,7 @@ def p_front(
     groups = {m: _key_groups(samples, m) for m in metrics}
     sign = np.array([1.0 if d == "minimize" else -1.0 for d in directions])
     counts = np.zeros(len(samples))
-    stacked = []  # a small study's replicates, compared at once (`front_masks`)
+    small, stacked = len(samples) <= STACK_POINTS, []  # a small study's replicates: compared at once
     for _ in range(replicates):
         draws = {
             keys: [keys[i] for i in rng.integers(0, len(keys), len(keys))] for keys in set(universe.values())
@@ -116,7 +116,7 @@ def p_front(
             own = list(samples[i][metrics[j]].values())
             picked = [own[k] for k in rng.integers(0, len(own), len(own))]
             means[i, j] = float(np.median(picked) if metrics[j] in robust else np.mean(picked))
-        if len(samples) <= STACK_POINTS:
+        if small:
             stacked.append(means * sign)
         else:
             counts += front_mask(means * sign)

@@ -227,9 +227,7 @@ def execute(
     return outcome
 
 
-_imports_frozen = False
-
-
+@functools.cache  # once per process
 def freeze_imports() -> None:
     """Once per process, after the first trial's imports: a full collection, then `gc.freeze`, so
     that the collections a training loop sets off no longer walk the objects the imports left
@@ -237,11 +235,8 @@ def freeze_imports() -> None:
     0.5 s of a 7.5 s CPU fit in a Ray worker, 0.01 s after (docs/bench/launch_costs.md). Frozen
     objects are still freed when their last reference goes; what trials make later is collected
     as before."""
-    global _imports_frozen
-    if not _imports_frozen:
-        _imports_frozen = True
-        gc.collect()
-        gc.freeze()
+    gc.collect()
+    gc.freeze()
 
 
 def _execute(
