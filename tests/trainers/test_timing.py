@@ -21,7 +21,7 @@ def test_rounds_rotate_keep_the_fastest_step_and_set_each_models_threads():
 
     before = torch.get_num_threads()
     got = interleaved(
-        {"a": sleeper("a", 0.004), "b": sleeper("b", 0.012), "c": sleeper("c", 0.004, 0.04)},
+        {"a": sleeper("a", 0.01), "b": sleeper("b", 0.03), "c": sleeper("c", 0.01, 0.1)},
         rounds=3, per_round=2, device="cpu", threads={"a": 1},
     )  # fmt: skip
     assert (
@@ -38,10 +38,10 @@ def test_rounds_rotate_keep_the_fastest_step_and_set_each_models_threads():
     )
     assert threads["a"] == {1} and threads["b"] == {before} and torch.get_num_threads() == before
     assert all(len(v) == 3 for v in (*got.wall.values(), *got.cpu.values()))
-    assert max(got.wall["c"]) < 0.03  # one slow step of two in every round: the fast one is kept
+    assert max(got.wall["c"]) < 0.06  # one slow step of two in every round: the fast one is kept
     assert (
         0.2 < statistics.median(paired_ratios(got.wall["a"], got.wall["b"])) < 0.5
-    )  # b takes three times a's time
+    )  # b takes three times a's time (a sleep's overshoot under load: up to 10 ms passes)
     assert all(c < w for c, w in zip(got.cpu["b"], got.wall["b"], strict=True))  # sleeping is not CPU
     assert all(t < 0.002 for t in got.thread["c"])  # nor this thread's CPU, the slow step's included
 
