@@ -137,13 +137,29 @@ def test_stop_returns_once_the_killed_processes_have_ended(tmp_path, procs, monk
     record(tmp_path, procs)
     looks, ended = [], kept._ended
 
-    def slow(proc):  # ended only from the third look on, as a slow teardown would be
+    def slow(proc):  # seen ended only at its third look after it ended, as a slow teardown would be
+        if not ended(proc):
+            return False
         looks.append(proc.pid)
-        return len(looks) > 2 and ended(proc)
+        return len(looks) > 2
 
     monkeypatch.setattr(kept, "_ended", slow)
     assert "still ending" not in kept.stop(grace_s=0.5)
     assert len(looks) > 2 and gone(procs[0].pid)
+
+
+def test_stop_does_not_wait_out_its_grace_for_an_ended_process_its_parent_has_not_reaped(tmp_path, procs):
+    """A recorded process that ends at SIGTERM but whose parent (not this process) does not reap it
+    stays a zombie: it has ended, so `stop` goes on at once (it waited the whole grace before)."""
+    parent = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; exec sleep 60"], stdout=subprocess.PIPE)
+    procs.append(parent)  # `exec sleep` never reaps the first sleep: its zombie outlives it
+    child = subprocess.Popen.__new__(subprocess.Popen)
+    child.pid = int(parent.stdout.readline())
+    record(tmp_path, [child])
+    start = time.monotonic()
+    said = kept.stop(grace_s=20)
+    assert time.monotonic() - start < 10 and "still ending" not in said, said
+    assert psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE and parent.poll() is None
 
 
 def test_a_record_of_another_version_is_still_read_and_stopped(tmp_path, procs):

@@ -175,7 +175,7 @@ def stop(path: Path | None = None, grace_s: float = 5.0) -> str:
             proc.terminate()
         except psutil.NoSuchProcess:
             continue
-    _, left = psutil.wait_procs(list(family.values()), timeout=grace_s)
+    left = _wait_ended(family.values(), grace_s)
     for proc in left:  # Ray's agents ignore SIGTERM for a while
         try:
             proc.kill()
@@ -183,15 +183,25 @@ def stop(path: Path | None = None, grace_s: float = 5.0) -> str:
             continue
     # SIGKILL is not instant either (a loaded machine tearing down a large process): return once
     # they have ended, so that "stopped" is true when said
-    alive, deadline = list(left), time.monotonic() + grace_s
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.05)
-        alive = [p for p in alive if not _ended(p)]
+    alive = _wait_ended(left, grace_s)
     path.unlink(missing_ok=True)
     if alive:
         pids = ", ".join(str(p.pid) for p in alive)
         return f"stopped the kept {kept.describe()}: {len(family)} process(es), of which {pids} still ending"
     return f"stopped the kept {kept.describe()}: {len(family)} process(es)"
+
+
+def _wait_ended(procs, timeout: float) -> list[psutil.Process]:
+    """Those of `procs` still running after up to `timeout` seconds. Not psutil.wait_procs: for a
+    process that is not ours, it waits until the pid is gone, so an ended process that its parent
+    has not reaped yet (a zombie) held it for the whole timeout."""
+    alive, deadline = list(procs), time.monotonic() + timeout
+    while alive:
+        alive = [p for p in alive if not _ended(p)]
+        if not alive or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    return alive
 
 
 def _ended(proc: psutil.Process) -> bool:
