@@ -162,6 +162,27 @@ def test_stop_does_not_wait_out_its_grace_for_an_ended_process_its_parent_has_no
     assert psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE and parent.poll() is None
 
 
+def test_stop_ends_the_raylet_first_and_the_gcs_last_as_ray_stop_does(tmp_path, procs, monkeypatch):
+    """Sent SIGTERM all at once, Ray's raylet and GCS outlived it: every `--stop-ray` waited out its
+    whole grace (5 s) before SIGKILL."""
+    import shutil
+
+    for name in ("gcs_server", "ray_agent", "raylet"):  # a process's name is its executable's
+        (tmp_path / name).symlink_to(shutil.which("sleep"))
+        procs.append(subprocess.Popen([str(tmp_path / name), "60"]))
+    record(tmp_path, procs)
+    order, terminate = [], psutil.Process.terminate
+
+    def spy(proc):
+        order.append(proc.name())
+        terminate(proc)
+
+    monkeypatch.setattr(psutil.Process, "terminate", spy)
+    kept.stop()
+    assert order == ["raylet", "ray_agent", "gcs_server"]
+    assert all(p.wait(10) is not None for p in procs)
+
+
 def test_a_record_of_another_version_is_still_read_and_stopped(tmp_path, procs):
     import json
 

@@ -170,25 +170,41 @@ def stop(path: Path | None = None, grace_s: float = 5.0) -> str:
             family.update((c.pid, c) for c in proc.children(recursive=True))
         except psutil.NoSuchProcess:
             continue
-    for proc in family.values():
-        try:
-            proc.terminate()
-        except psutil.NoSuchProcess:
-            continue
-    left = _wait_ended(family.values(), grace_s)
-    for proc in left:  # Ray's agents ignore SIGTERM for a while
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            continue
+    # In `ray stop`'s order: the raylet (its agents share its fate), the rest, the GCS. Sent SIGTERM
+    # all at once, the raylet and the GCS outlived it (5 s of grace every stop, measured: stop 63).
+    killed = []
+    for bucket in _in_ray_order(family.values()):
+        for proc in bucket:
+            try:
+                proc.terminate()
+            except psutil.NoSuchProcess:
+                continue
+        for proc in _wait_ended(bucket, grace_s):  # left: Ray's agents ignore SIGTERM for a while
+            try:
+                proc.kill()
+                killed.append(proc)
+            except psutil.NoSuchProcess:
+                continue
     # SIGKILL is not instant either (a loaded machine tearing down a large process): return once
     # they have ended, so that "stopped" is true when said
-    alive = _wait_ended(left, grace_s)
+    alive = _wait_ended(killed, grace_s)
     path.unlink(missing_ok=True)
     if alive:
         pids = ", ".join(str(p.pid) for p in alive)
         return f"stopped the kept {kept.describe()}: {len(family)} process(es), of which {pids} still ending"
     return f"stopped the kept {kept.describe()}: {len(family)} process(es)"
+
+
+def _in_ray_order(procs) -> list[list[psutil.Process]]:
+    """`procs` in the buckets `ray stop` ends one after the other: raylets, the rest, GCS servers."""
+    buckets: list[list[psutil.Process]] = [[], [], []]
+    for proc in procs:
+        try:
+            name = proc.name()
+        except psutil.NoSuchProcess:
+            continue
+        buckets[0 if name == "raylet" else 2 if name == "gcs_server" else 1].append(proc)
+    return [b for b in buckets if b]
 
 
 def _wait_ended(procs, timeout: float) -> list[psutil.Process]:
