@@ -62,7 +62,9 @@ EXIT_INTERRUPTED = 130  # Ctrl-C; the same command resumes
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m sweeps.launch", description=__doc__.split("\n\n")[0])
     p.add_argument("study", nargs="?", help="a study YAML file")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="change one key of the study, its value read as YAML (repeatable): "
+                   "--set trial.train.tokens=20000")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="validate, print the trial plan, start nothing")
     p.add_argument("--print-config", action="store_true", help="print the resolved study and exit")
     p.add_argument("--backend", choices=tuple(backends.BACKENDS), help="same as --set backend=...")

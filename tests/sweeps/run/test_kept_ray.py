@@ -155,6 +155,7 @@ def test_stop_does_not_wait_out_its_grace_for_an_ended_process_its_parent_has_no
     procs.append(parent)  # `exec sleep` never reaps the first sleep: its zombie outlives it
     child = subprocess.Popen.__new__(subprocess.Popen)
     child.pid = int(parent.stdout.readline())
+    parent.stdout.close()
     record(tmp_path, [child])
     start = time.monotonic()
     said = kept.stop(grace_s=20)
