@@ -8,10 +8,8 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-import yaml
-
 from arch.backbone import BackboneConfig
-from arch.configtree import Issue, choices, dump, join, parse
+from arch.configtree import Issue, choices, dump, join, load_yaml, parse
 from arch.design_configs import ResidualConfig
 from arch.design_configs.none import NoResidualConfig
 
@@ -19,7 +17,7 @@ from arch.design_configs.none import NoResidualConfig
 @functools.cache
 def presets() -> dict[str, dict[str, Any]]:
     text = resources.files("arch").joinpath("presets.yaml").read_text()
-    return yaml.safe_load(text)
+    return load_yaml(text)
 
 
 @dataclasses.dataclass(frozen=True)

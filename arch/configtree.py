@@ -111,7 +111,8 @@ def _parse_value(tp, value, path: str, issues: list[Issue]):
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        issues.append(Issue(path, f"given {value!r}; allowed: an integer"))
+        hint = f" (write {int(value)})" if isinstance(value, float) and value.is_integer() else ""
+        issues.append(Issue(path, f"given {value!r}; allowed: an integer{hint}"))  # tokens: 1e6
         return _MISSING
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -260,18 +261,39 @@ def _refuse(path: str, key: str, value):
     raise ConfigError([Issue(path, f"cannot set below {key!r}: it holds {value!r}, not a mapping")])
 
 
-def load_yaml(text: str, source: str | None = None) -> Any:
-    """YAML with the safe loader, refusing a mapping key written twice (YAML requires unique
-    keys; PyYAML would keep the last one silently): ConfigError naming the key path and both
-    lines. Raises yaml.YAMLError for text that is not YAML."""
+@functools.cache
+def yaml_loader():
+    """PyYAML's safe loader, reading `1e-3`, `3e-4` and `1.0e3` as the numbers they are: PyYAML
+    follows YAML 1.1, where a float needs a dot and a signed exponent, so those came back as
+    strings and `lr: 3e-4` was refused as "not a number". YAML 1.2 (and JSON) read them as floats."""
+    import re
+
     import yaml
 
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver(  # copies SafeLoader's resolvers first: SafeLoader is untouched
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$"),
+        list("-+0123456789."),
+    )
+    return Loader
+
+
+def load_yaml(text: str, source: str | None = None) -> Any:
+    """YAML with the safe loader (numbers as YAML 1.2 reads them: `yaml_loader`), refusing a
+    mapping key written twice (YAML requires unique keys; PyYAML would keep the last one
+    silently): ConfigError naming the key path and both lines. Raises yaml.YAMLError for text
+    that is not YAML."""
+    import yaml
+
+    node = yaml.compose(text, Loader=yaml_loader())
     issues: list[Issue] = []
     _duplicate_keys(node, "", issues)
     if issues:
         raise ConfigError(issues, source)
-    return yaml.safe_load(text)
+    return yaml.load(text, Loader=yaml_loader())
 
 
 def _duplicate_keys(node, path: str, issues: list[Issue]) -> None:
@@ -299,4 +321,4 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise ConfigError([Issue("--set", f"given {text!r}; allowed: key.path=value")])
     path, raw = text.split("=", 1)
-    return path.strip(), yaml.safe_load(raw)
+    return path.strip(), yaml.load(raw, Loader=yaml_loader())

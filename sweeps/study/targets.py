@@ -7,9 +7,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import yaml
-
 from arch.config import ModelConfig
+from arch.configtree import load_yaml
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,10 +37,10 @@ def non_embedding_params(model: dict) -> int:
 
 
 def paper_targets(folder: Path = PAPER) -> list[Target]:
-    base = yaml.safe_load((folder / "base.yaml").read_text())
+    base = load_yaml((folder / "base.yaml").read_text())
     out = []
     for scale in PAPER_SCALES:
-        spec = yaml.safe_load((folder / f"{scale}.yaml").read_text())
+        spec = load_yaml((folder / f"{scale}.yaml").read_text())
         model = {**base["trial"]["model"], **spec["trial"]["model"]}
         out.append(Target(scale, float(non_embedding_params(model)), float(spec["trial"]["train"]["tokens"])))
     return out

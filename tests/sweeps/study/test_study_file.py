@@ -109,6 +109,20 @@ def test_bad_override_names_the_key(tmp_path):
         load_study(path, ["repeats"])
 
 
+def test_numbers_in_exponent_form_are_numbers_in_the_file_and_in_set(tmp_path):
+    """PyYAML reads YAML 1.1, where `3e-4` and `1.0e3` are strings: `lr: 3e-4` was refused as not a
+    number. They are read as YAML 1.2 reads them; an integer key given one says what to write."""
+    tune = "tune: {train.lr: {low: 1e-4, high: 1.0e2, points: 3, log: true}, seeds: 1}\n"
+    path = write(tmp_path / "s.yaml", BASE.replace("lr: 0.003", "lr: 3e-3") + tune)
+    study = load_study(path, ["trial.train.grad_clip=1E0"])
+    assert study.base.train.lr == 3e-3 and study.base.train.grad_clip == 1.0
+    assert (study.tune.range.low, study.tune.range.high) == (1e-4, 100.0)
+    assert load_study(path, ["trial.train.lr=1e-3"]).base.train.lr == 1e-3
+    assert load_study(path, ["name=1e3x"]).name == "1e3x"  # not a number: still a string
+    with pytest.raises(ConfigError, match=r"train.tokens: given 4000.0; allowed: an integer \(write 4000\)"):
+        load_study(path, ["trial.train.tokens=4e3"])
+
+
 def test_print_config_round_trips(tmp_path, capsys):
     path = write(tmp_path / "s.yaml", BASE)
     assert launch.main([str(path), "--print-config", "--set", "repeats=4"]) == 0
