@@ -16,6 +16,7 @@ Range limits come from field metadata: `field(default=1, metadata={"ge": 1})`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import types
 import typing
@@ -177,7 +178,10 @@ def _parse_dataclass(cls, data, path: str, issues: list[Issue]):
     before = len(issues)
     for key in data:
         if key not in fields:
-            issues.append(Issue(join(path, str(key)), f"unknown key; allowed keys: {', '.join(fields)}"))
+            near = difflib.get_close_matches(str(key), fields, n=1)  # a typo: residul -> residual
+            guess = f"did you mean {near[0]!r}? " if near else ""
+            allowed = ", ".join(fields)
+            issues.append(Issue(join(path, str(key)), f"unknown key; {guess}allowed keys: {allowed}"))
     kwargs = {}
     for name, f in fields.items():
         sub = join(path, name)

@@ -7,7 +7,8 @@ from arch.configtree import parse_override, set_path
 
 BAD = [
     ({"preset": "huge"}, "model.preset: given 'huge'; allowed: tiny, mini, small, medium, large, xl"),
-    ({"n_layer": 3}, "model.n_layer: unknown key; allowed keys: preset, vocab_size"),
+    ({"n_layer": 3}, "model.n_layer: unknown key; did you mean 'n_layers'? allowed keys: preset, vocab_size"),
+    ({"wibble": 3}, "model.wibble: unknown key; allowed keys: preset, vocab_size"),  # nothing close: no guess
     ({"n_layers": 0}, "model.n_layers: given 0; allowed: a number >= 1"),
     ({"n_layers": "six"}, "model.n_layers: given 'six'; allowed: an integer"),
     ({"qk_norm": "yes"}, "model.qk_norm: given 'yes'; allowed: true or false"),
