@@ -9,7 +9,7 @@ from importlib import resources
 from typing import Any
 
 from arch.backbone import BackboneConfig
-from arch.configtree import Issue, choices, dump, join, load_yaml, parse
+from arch.configtree import Issue, dump, join, load_yaml, not_one_of, parse
 from arch.design_configs import ResidualConfig
 from arch.design_configs.none import NoResidualConfig
 
@@ -55,7 +55,7 @@ class ModelConfig(BackboneConfig):
             return data
         table = presets()
         if preset not in table:
-            issues.append(Issue(join(path, "preset"), f"given {preset!r}; allowed: {choices(table)}"))
+            issues.append(Issue(join(path, "preset"), not_one_of(preset, table)))
             return None
         return {**table[preset], **data}
 

@@ -61,6 +61,22 @@ def choices(values) -> str:
     return ", ".join(repr(v) if not isinstance(v, str) else v for v in values)
 
 
+def near(given, allowed) -> str:
+    """'did you mean 'x'? ' for a misspelt name (the closest of `allowed`, difflib's ratio >= 0.8),
+    else '': for the messages that list what is allowed."""
+    names = [a for a in allowed if isinstance(a, str)]
+    if not isinstance(given, str) or not names:
+        return ""
+    close = difflib.get_close_matches(given, names, n=1, cutoff=0.8)  # gelu is not a typo of relu
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+def not_one_of(given, allowed) -> str:
+    """The message for a value that is not one of `allowed`: "given 'tinny'; did you mean 'tiny'?
+    allowed: tiny, mini, ..."."""
+    return f"given {given!r}; {near(given, allowed)}allowed: {choices(allowed)}"
+
+
 def _type_name(tp) -> str:
     if tp is type(None):
         return "null"
@@ -84,7 +100,7 @@ def _parse_value(tp, value, path: str, issues: list[Issue]):
         allowed = typing.get_args(tp)
         if value in allowed and type(value) in {type(a) for a in allowed}:
             return value
-        issues.append(Issue(path, f"given {value!r}; allowed: {choices(allowed)}"))
+        issues.append(Issue(path, not_one_of(value, allowed)))
         return _MISSING
     if _is_union(tp):
         members = typing.get_args(tp)
@@ -178,8 +194,7 @@ def _parse_dataclass(cls, data, path: str, issues: list[Issue]):
     before = len(issues)
     for key in data:
         if key not in fields:
-            near = difflib.get_close_matches(str(key), fields, n=1)  # a typo: residul -> residual
-            guess = f"did you mean {near[0]!r}? " if near else ""
+            guess = near(str(key), fields)  # a typo: residul -> residual
             allowed = ", ".join(fields)
             issues.append(Issue(join(path, str(key)), f"unknown key; {guess}allowed keys: {allowed}"))
     kwargs = {}
@@ -224,7 +239,7 @@ def variant_by_kind(cls, variants: Mapping[str, type], data: Mapping, path: str,
     """For `resolve_variant`: the class in `variants` named by `data["kind"]` (default: cls's kind)."""
     kind = data.get("kind", cls.__dataclass_fields__["kind"].default)
     if kind not in variants:
-        issues.append(Issue(join(path, "kind"), f"given {kind!r}; allowed: {choices(variants)}"))
+        issues.append(Issue(join(path, "kind"), not_one_of(kind, variants)))
         return None
     return variants[kind]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from arch.configtree import Issue, choices, join
+from arch.configtree import Issue, choices, join, not_one_of
 from arch.design_configs.base import ResidualConfig, residual_config
 
 # the gate activations (arch.designs.value_residual.ACTIVATIONS holds their functions, in this order)
@@ -58,7 +58,7 @@ class ValueResidualConfig(ResidualConfig):
             return [
                 Issue(
                     join(path, "activation"),
-                    f"given {self.activation!r}; allowed: {choices(ACTIVATION_NAMES)}",
+                    not_one_of(self.activation, ACTIVATION_NAMES),
                 )
             ]
         issues = []

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from arch.configtree import Issue, choices
+from arch.configtree import Issue, choices, near
 
 KINDS = ("param", "trial", "metric")
 
@@ -49,7 +49,9 @@ class KeyPaths:
             raise ValueError(f"kinds {unknown}; allowed: {', '.join(KINDS)}")
         if self.names(path, kinds):
             return []
-        return [Issue(where, f"given {path!r}; allowed: {self.allowed(path, kinds)}")]
+        known = {"param": self.params, "trial": sorted(self.trial), "metric": self.metrics}
+        known = [name for kind in kinds for name in known[kind]]
+        return [Issue(where, f"given {path!r}; {near(path, known)}allowed: {self.allowed(path, kinds)}")]
 
     def allowed(self, path: str, kinds: Sequence[str]) -> str:
         """What could stand at `path`: every parameter and metric, and the trial paths beside the

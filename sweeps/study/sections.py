@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Literal
 
-from arch.configtree import Issue, choices, join
+from arch.configtree import Issue, join, not_one_of
 from sweeps.study.samplers import SAMPLERS, taking
 from trainers import metrics as metrics_table
 from trainers.mlflow_names import DEFAULT_TRACKING_URI
@@ -26,7 +26,7 @@ class SamplerConfig:
 
     def check(self, path: str) -> list[Issue]:
         if self.kind not in SAMPLERS:
-            return [Issue(join(path, "kind"), f"given {self.kind!r}; allowed: {choices(SAMPLERS)}")]
+            return [Issue(join(path, "kind"), not_one_of(self.kind, SAMPLERS))]
         issues = []
         for option in ("n_startup_trials", "population_size"):
             if getattr(self, option) is not None and option not in SAMPLERS[self.kind].options:

@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from arch.configtree import Issue, choices, join, set_path
+from arch.configtree import Issue, choices, join, not_one_of, set_path
 
 _NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _SCALAR = (type(None), bool, int, float, str)
@@ -68,7 +68,7 @@ class Param:
                  "matched": MatchedParam}  # fmt: skip
         kind = data.get("type")
         if kind not in kinds:
-            issues.append(Issue(join(path, "type"), f"given {kind!r}; allowed: {choices(kinds)}"))
+            issues.append(Issue(join(path, "type"), not_one_of(kind, kinds)))
             return None
         return kinds[kind]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from arch.configtree import Issue, choices
+from arch.configtree import Issue, choices, not_one_of
 from sweeps.run.backends.base import Backend
 from sweeps.run.resources import check_resources
 
@@ -37,7 +37,7 @@ def study_issues(study) -> list[Issue]:
     """What the study's backend refuses: its name, the scheduler kind, the backend's own rules, and
     what one trial asks beyond this machine (a cluster is checked once joined)."""
     if study.backend not in BACKENDS:
-        return [Issue("backend", f"given {study.backend!r}; allowed: {choices(BACKENDS)}")]
+        return [Issue("backend", not_one_of(study.backend, BACKENDS))]
     backend = get(study.backend)
     kind = study.scheduler.kind
     if kind not in backend.schedulers:

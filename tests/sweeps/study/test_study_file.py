@@ -167,10 +167,8 @@ def test_study_paths_resolve_parameters_trial_paths_and_metrics_for_later_sectio
     assert paths.check("train.tokens", "x", kinds=("trial",)) == []  # a default of the trial config
     assert paths.check("val_loss", "x", kinds=("metric",)) == []
     (issue,) = paths.check("train.tokns", "margins.x.key")
-    assert (
-        issue.path == "margins.x.key"
-        and "given 'train.tokns'; allowed: parameters model.residual.kind" in str(issue)
-    )
+    said = "given 'train.tokns'; did you mean 'train.tokens'? allowed: parameters model.residual.kind"
+    assert issue.path == "margins.x.key" and said in str(issue)
     assert "trial paths train.{" in issue.problem and "tokens" in issue.problem
     assert paths.check("model.residual.kind", "x", kinds=("metric",))  # a path is not a metric
 
