@@ -11,6 +11,8 @@ included), list[X], dict[str, X], Any, nested config dataclasses, and polymorphi
 `kind`). A `prepare(data, path, issues)` classmethod may rewrite the mapping first (presets; a
 variant's own `prepare` runs after its `kind` is resolved).
 Range limits come from field metadata: `field(default=1, metadata={"ge": 1})`.
+A class's `KEYS_ELSEWHERE` ({key: "where it goes; "}) tells a user who wrote a key of another
+section there (`sampler: {n_trials: 50}`) where it goes.
 """
 
 from __future__ import annotations
@@ -194,7 +196,8 @@ def _parse_dataclass(cls, data, path: str, issues: list[Issue]):
     before = len(issues)
     for key in data:
         if key not in fields:
-            guess = near(str(key), fields)  # a typo: residul -> residual
+            # a typo (residul -> residual), or a key the class says lives elsewhere
+            guess = getattr(cls, "KEYS_ELSEWHERE", {}).get(key, "") or near(str(key), fields)
             allowed = ", ".join(fields)
             issues.append(Issue(join(path, str(key)), f"unknown key; {guess}allowed keys: {allowed}"))
     kwargs = {}

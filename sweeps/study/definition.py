@@ -61,6 +61,8 @@ from trainers.config import TrialConfig
 
 @dataclasses.dataclass(frozen=True)
 class Study:
+    KEYS_ELSEWHERE = {"seeds": "a point's seeds are repeats: (runs per point) from trial.seed; "}
+
     name: str
     description: str = ""
     trial: dict[str, Any] = dataclasses.field(default_factory=dict)

@@ -28,7 +28,7 @@ def _read_yaml(path: Path, issues_path: str = "") -> dict:
         text = path.read_text()
     except OSError as err:
         raise ConfigError(
-            [Issue(issues_path or "extends", f"cannot read {str(path)!r}: {err.strerror}")]
+            [Issue(issues_path, f"cannot read {str(path)!r}: {err.strerror}")]  # "": the study file itself
         ) from None
     try:
         data = load_yaml(text, str(path))

@@ -19,6 +19,8 @@ def bounded(default, **bounds):
 
 @dataclasses.dataclass(frozen=True)
 class SamplerConfig:
+    KEYS_ELSEWHERE = {"n_trials": "n_trials is a key of the study's top level (beside sampler:); "}
+
     kind: str = "grid"  # a name of sweeps.study.samplers.SAMPLERS
     seed: int = 0
     n_startup_trials: int | None = None  # tpe, gp: random points before the model kicks in

@@ -123,6 +123,20 @@ def test_numbers_in_exponent_form_are_numbers_in_the_file_and_in_set(tmp_path):
         load_study(path, ["trial.train.tokens=4e3"])
 
 
+def test_a_missing_study_file_is_named_and_a_key_of_another_section_says_where_it_goes(tmp_path):
+    missing = tmp_path / "nothing.yaml"  # the study file itself: no `extends:` in the message
+    with pytest.raises(ConfigError) as err:
+        load_study(missing)
+    assert str(err.value) == f"{missing}: cannot read {str(missing)!r}: No such file or directory"
+    path = write(tmp_path / "s.yaml", BASE)
+    with pytest.raises(
+        ConfigError, match=r"sampler.n_trials: unknown key; n_trials is a key of the study's top"
+    ):
+        load_study(path, ["sampler.n_trials=50"])
+    with pytest.raises(ConfigError, match=r"seeds: unknown key; a point's seeds are repeats:"):
+        load_study(path, ["seeds=6"])
+
+
 def test_print_config_round_trips(tmp_path, capsys):
     path = write(tmp_path / "s.yaml", BASE)
     assert launch.main([str(path), "--print-config", "--set", "repeats=4"]) == 0
