@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from arch.configtree import ConfigError, load_yaml, parse_override, set_path
+from arch.configtree import ConfigError, Issue, load_yaml, parse_override, set_path
 from trainers import preflight
 from trainers.config import TrialConfig
 from trainers.errors import TrainingDiverged
@@ -39,8 +39,10 @@ def load_config(path: str, overrides: list[str]) -> TrialConfig:
     """YAML file + `key.path=value` overrides -> validated TrialConfig (raises ConfigError)."""
     try:
         tree = load_yaml(Path(path).read_text(), path)
-    except (OSError, yaml.YAMLError) as err:
-        raise ConfigError([], source=path) from err
+    except OSError as err:
+        raise ConfigError([Issue("", f"cannot read {path!r}: {err.strerror}")], source=path) from None
+    except yaml.YAMLError as err:
+        raise ConfigError([Issue("", f"not valid YAML: {err}")], source=path) from None
     if tree is None:
         tree = {}
     for text in overrides:
@@ -91,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = load_config(args.config, args.overrides)
     except ConfigError as err:
-        cause = f" ({err.__cause__})" if err.__cause__ else ""
-        print(f"config error{cause}:\n{err}", file=sys.stderr)
+        print(f"config error:\n{err}", file=sys.stderr)
         return 2
 
     if cfg.train.checkpoint_every is not None and args.checkpoint_dir is None:

@@ -29,6 +29,19 @@ def test_bad_config_exits_2(override, message, capsys):
     assert message in err and "smoke.yaml" in err
 
 
+def test_a_config_that_cannot_be_read_or_is_not_yaml_is_named_and_exits_2(tmp_path, capsys):
+    missing = tmp_path / "nothing.yaml"
+    assert main([str(missing), "--no-mlflow"]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"config error:\n{missing}: cannot read {str(missing)!r}: No such file or directory\n"
+    )
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("train: {tokens: 1024\n")
+    assert main([str(broken), "--no-mlflow"]) == 2
+    assert f"{broken}: not valid YAML: while parsing a flow mapping" in capsys.readouterr().err
+
+
 def test_bad_config_exits_2_as_a_process_before_importing_torch():
     cmd = [sys.executable, "-X", "importtime", "-m", "trainers.train", str(ROOT / "trials/smoke.yaml")]
     proc = subprocess.run(
