@@ -32,6 +32,8 @@ def _at_least(default, bound=1):
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
+    KEYS_ELSEWHERE = {"batch_size": "batch_size is a key of train:; ", "lr": "lr is a key of train:; "}
+
     kind: str = "text"
     seq_len: int = _at_least(128, 2)
 
@@ -162,6 +164,11 @@ def _no_decay_groups() -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
+    KEYS_ELSEWHERE = {
+        "seed": "seed is a key of the trial (beside train:); ",
+        "seq_len": "seq_len is a key of data:; ",
+    }
+
     tokens: int = _at_least(1_000_000)  # training budget; steps are derived from it
     batch_size: int = _at_least(16)
     grad_accum: int = _at_least(1)

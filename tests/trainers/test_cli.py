@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
         ("model.residual.tap_layer=9", "model.residual.tap_layer: given 9"),
         ("train.schedule=linear", "train.schedule: given 'linear'; allowed: cosine, wsd, constant"),
         ("train.bogus=1", "train.bogus: unknown key"),
+        ("train.seed=1", "train.seed: unknown key; seed is a key of the trial (beside train:)"),
+        ("data.batch_size=4", "data.batch_size: unknown key; batch_size is a key of train:"),
     ],
 )
 def test_bad_config_exits_2(override, message, capsys):
