@@ -24,6 +24,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psutil
+
+from sweeps.run.backends.ray.kept import end_in_ray_order
+
 PG_USER = "satsweep"
 DATABASES = ("mlflow", "optuna")
 
@@ -210,14 +214,15 @@ class RayCluster:
         return json.loads(out.strip().splitlines()[-1])
 
     def stop(self) -> None:
-        """SIGTERM to each `ray start --block` (it stops its node's processes), all at once; what
-        is left after 5 s gets SIGKILL with its process group: the head outlasts any short wait
-        after SIGTERM and ends in SIGKILL anyway, so waiting longer only delays the same end
-        (times: docs/bench/test_suite.md)."""
+        """Both nodes' processes in `ray stop`'s order (`kept.end_in_ray_order`: all at once, the
+        raylets and the GCS outlived SIGTERM, 10 s of waiting every stop); then what is left of
+        each `ray start --block` process group, which should be nothing."""
+        family = []
         for proc in self.procs:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(psutil.NoSuchProcess):
+                started = psutil.Process(proc.pid)
+                family += [started, *started.children(recursive=True)]
+        end_in_ray_order(family)
         for proc in self.procs:
             _killpg(proc, timeout=5)
         shutil.rmtree(self.root, ignore_errors=True)

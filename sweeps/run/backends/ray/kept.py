@@ -170,10 +170,22 @@ def stop(path: Path | None = None, grace_s: float = 5.0) -> str:
             family.update((c.pid, c) for c in proc.children(recursive=True))
         except psutil.NoSuchProcess:
             continue
-    # In `ray stop`'s order: the raylet (its agents share its fate), the rest, the GCS. Sent SIGTERM
-    # all at once, the raylet and the GCS outlived it (5 s of grace every stop, measured: stop 63).
+    alive = end_in_ray_order(family.values(), grace_s)
+    path.unlink(missing_ok=True)
+    if alive:
+        pids = ", ".join(str(p.pid) for p in alive)
+        return f"stopped the kept {kept.describe()}: {len(family)} process(es), of which {pids} still ending"
+    return f"stopped the kept {kept.describe()}: {len(family)} process(es)"
+
+
+def end_in_ray_order(procs, grace_s: float = 5.0) -> list[psutil.Process]:
+    """Ends a Ray node's processes in `ray stop`'s order: the raylets (their agents share their
+    fate), the rest, the GCS; what outlives SIGTERM by `grace_s` gets SIGKILL. Sent SIGTERM all at
+    once, the raylet and the GCS outlived it, every time (stop 63: 5 s of grace each stop). Returns
+    what is still ending `grace_s` after its SIGKILL (a loaded machine tears a large process down
+    slowly), so that a caller says "stopped" only when it is true."""
     killed = []
-    for bucket in _in_ray_order(family.values()):
+    for bucket in _in_ray_order(procs):
         for proc in bucket:
             try:
                 proc.terminate()
@@ -185,14 +197,7 @@ def stop(path: Path | None = None, grace_s: float = 5.0) -> str:
                 killed.append(proc)
             except psutil.NoSuchProcess:
                 continue
-    # SIGKILL is not instant either (a loaded machine tearing down a large process): return once
-    # they have ended, so that "stopped" is true when said
-    alive = _wait_ended(killed, grace_s)
-    path.unlink(missing_ok=True)
-    if alive:
-        pids = ", ".join(str(p.pid) for p in alive)
-        return f"stopped the kept {kept.describe()}: {len(family)} process(es), of which {pids} still ending"
-    return f"stopped the kept {kept.describe()}: {len(family)} process(es)"
+    return _wait_ended(killed, grace_s)
 
 
 def _in_ray_order(procs) -> list[list[psutil.Process]]:
