@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from arch.configtree import Issue, choices, join
+from arch.configtree import Issue, join, not_one_of
 from arch.design_configs.base import ResidualConfig, residual_config
 
 WAYS = {"qkvr": 4, "r": 1}
@@ -56,7 +56,7 @@ class MuddFormerConfig(ResidualConfig):
         if preset is None:
             return data
         if preset not in PRESETS:
-            issues.append(Issue(join(path, "preset"), f"given {preset!r}; allowed: {choices(PRESETS)}"))
+            issues.append(Issue(join(path, "preset"), not_one_of(preset, PRESETS)))
             return None
         return {**PRESETS[preset], **data}
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from arch.configtree import ConfigError, Issue, dump, set_path
+from arch.configtree import ConfigError, Issue, dump, not_one_of, set_path
 from sweeps.study import tuning
 from sweeps.study.checks import study_issues
 from sweeps.study.fingerprint import fingerprint
@@ -135,9 +135,7 @@ class Study:
         data["reference"], data["reference_match"] = split_reference(data.get("reference"))
         options = data["reference_match"] or {}
         if options.get("match", MATCH_KINDS[0]) not in MATCH_KINDS:
-            issues.append(
-                Issue("reference.match", f"given {options['match']!r}; allowed: {', '.join(MATCH_KINDS)}")
-            )
+            issues.append(Issue("reference.match", not_one_of(options["match"], MATCH_KINDS)))
             return None
         multiple = options.get("multiple")
         if multiple is not None and (

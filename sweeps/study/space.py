@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from arch.configtree import Issue, choices, join, not_one_of, set_path
+from arch.configtree import Issue, join, not_one_of, set_path
 
 _NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _SCALAR = (type(None), bool, int, float, str)
@@ -307,7 +307,7 @@ class SearchSpace:
                             issues.append(
                                 Issue(
                                     join(path, f"{name}.when.{key}"),
-                                    f"given {value!r}; allowed: {choices(allowed)}",
+                                    not_one_of(value, allowed),
                                 )
                             )
         return issues
