@@ -308,14 +308,16 @@ def load_yaml(text: str, source: str | None = None) -> Any:
     mapping key written twice (YAML requires unique keys; PyYAML would keep the last one
     silently): ConfigError naming the key path and both lines. Raises yaml.YAMLError for text
     that is not YAML."""
-    import yaml
-
-    node = yaml.compose(text, Loader=yaml_loader())
-    issues: list[Issue] = []
-    _duplicate_keys(node, "", issues)
-    if issues:
-        raise ConfigError(issues, source)
-    return yaml.load(text, Loader=yaml_loader())
+    loader = yaml_loader()(text)
+    try:  # parsed once: the node tree is checked, then built (what yaml.load does in one call)
+        node = loader.get_single_node()
+        issues: list[Issue] = []
+        _duplicate_keys(node, "", issues)
+        if issues:
+            raise ConfigError(issues, source)
+        return None if node is None else loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def _duplicate_keys(node, path: str, issues: list[Issue]) -> None:
